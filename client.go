@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+)
+
+// scheme knows only the PodToIp types (plus the meta types every group
+// needs, such as ListOptions and Status). It is private so registering our
+// types never touches client-go's global scheme.
+var (
+	scheme         = runtime.NewScheme()
+	codecs         = serializer.NewCodecFactory(scheme)
+	parameterCodec = runtime.NewParameterCodec(scheme)
+)
+
+func init() {
+	scheme.AddKnownTypes(GroupVersion, &PodToIp{}, &PodToIpList{})
+	metav1.AddToGroupVersion(scheme, GroupVersion)
+}
+
+// PodToIpInterface is the set of calls the controller (and its tests) make on
+// PodToIp objects in one namespace, or in all namespaces for List and Watch
+// when the namespace is "".
+type PodToIpInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*PodToIp, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*PodToIpList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Create(ctx context.Context, obj *PodToIp, opts metav1.CreateOptions) (*PodToIp, error)
+	Update(ctx context.Context, obj *PodToIp, opts metav1.UpdateOptions) (*PodToIp, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// Client is a typed REST client for the example.com/v1 API group. It is
+// written by hand instead of generated: the group has a single kind and the
+// controller needs only the basic verbs.
+type Client struct {
+	rest         rest.Interface
+	fieldManager string
+}
+
+// NewClient builds a Client that shares httpClient (and therefore connections
+// and, through cfg.RateLimiter, client-side rate limits) with the other
+// clients of the process. Writes are attributed to fieldManager unless the
+// caller sets one.
+func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (*Client, error) {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &GroupVersion
+	c.APIPath = "/apis"
+	// Custom resources are served as JSON only.
+	c.ContentType = runtime.ContentTypeJSON
+	c.AcceptContentTypes = runtime.ContentTypeJSON
+	c.NegotiatedSerializer = codecs.WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientForConfigAndClient(c, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)
+	}
+	return &Client{rest: rc, fieldManager: fieldManager}, nil
+}
+
+// PodToIps returns the calls for one namespace; "" means all namespaces and is
+// valid only for List and Watch.
+func (c *Client) PodToIps(namespace string) PodToIpInterface {
+	return &podToIps{client: c, ns: namespace}
+}
+
+type podToIps struct {
+	client *Client
+	ns     string
+}
+
+func (p *podToIps) Get(ctx context.Context, name string, opts metav1.GetOptions) (*PodToIp, error) {
+	result := &PodToIp{}
+	err := p.client.rest.Get().
+		Namespace(p.ns).Resource(Resource).Name(name).
+		VersionedParams(&opts, parameterCodec).
+		Do(ctx).Into(result)
+	return result, err
+}
+
+// List passes every ListOptions field through, so callers can page, select by
+// label or field, and pin resource versions.
+func (p *podToIps) List(ctx context.Context, opts metav1.ListOptions) (*PodToIpList, error) {
+	result := &PodToIpList{}
+	err := p.client.rest.Get().
+		Namespace(p.ns).Resource(Resource).
+		VersionedParams(&opts, parameterCodec).
+		Timeout(timeoutOf(opts)).
+		Do(ctx).Into(result)
+	return result, err
+}
+
+// Watch passes every ListOptions field through, including SendInitialEvents
+// and ResourceVersionMatch, which is what lets an informer stream its initial
+// list (WatchList) instead of loading one large response.
+func (p *podToIps) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return p.client.rest.Get().
+		Namespace(p.ns).Resource(Resource).
+		VersionedParams(&opts, parameterCodec).
+		Timeout(timeoutOf(opts)).
+		Watch(ctx)
+}
+
+func (p *podToIps) Create(ctx context.Context, obj *PodToIp, opts metav1.CreateOptions) (*PodToIp, error) {
+	if opts.FieldManager == "" {
+		opts.FieldManager = p.client.fieldManager
+	}
+	result := &PodToIp{}
+	err := p.client.rest.Post().
+		Namespace(p.ns).Resource(Resource).
+		VersionedParams(&opts, parameterCodec).
+		Body(obj).
+		Do(ctx).Into(result)
+	return result, err
+}
+
+func (p *podToIps) Update(ctx context.Context, obj *PodToIp, opts metav1.UpdateOptions) (*PodToIp, error) {
+	if opts.FieldManager == "" {
+		opts.FieldManager = p.client.fieldManager
+	}
+	result := &PodToIp{}
+	err := p.client.rest.Put().
+		Namespace(p.ns).Resource(Resource).Name(obj.Name).
+		VersionedParams(&opts, parameterCodec).
+		Body(obj).
+		Do(ctx).Into(result)
+	return result, err
+}
+
+func (p *podToIps) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return p.client.rest.Delete().
+		Namespace(p.ns).Resource(Resource).Name(name).
+		Body(&opts).
+		Do(ctx).Error()
+}
+
+// timeoutOf turns the server-side timeout of a list or watch into the
+// matching client-side one, as generated clients do.
+func timeoutOf(opts metav1.ListOptions) time.Duration {
+	if opts.TimeoutSeconds == nil {
+		return 0
+	}
+	return time.Duration(*opts.TimeoutSeconds) * time.Second
+}

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+const (
+	// maxPermanentRetries bounds retries of errors that repeating cannot fix
+	// (the API server rejected the object itself). Transient errors (server
+	// unavailable, timeouts, throttling, RBAC not yet granted) are retried
+	// with capped backoff for as long as they last: dropping them would leave
+	// a mirror stale until the pod happens to change again.
+	maxPermanentRetries = 15
+	// retryBaseDelay and retryMaxDelay shape the per-pod exponential backoff.
+	retryBaseDelay = 5 * time.Millisecond
+	retryMaxDelay  = 30 * time.Second
+	// syncTimeout bounds one reconcile's API calls, so a worker cannot hang
+	// on a dead connection, even during shutdown.
+	syncTimeout = 30 * time.Second
+
+	// reasonNotManaged is the event reason for a PodToIp that exists under a
+	// pod's name but is not managed by this controller.
+	reasonNotManaged = "PodToIpNotManaged"
+)
+
+// PodToIpsGetter returns the PodToIp calls for a namespace. *Client
+// implements it; unit tests substitute a recorder of calls.
+type PodToIpsGetter interface {
+	PodToIps(namespace string) PodToIpInterface
+}
+
+// Controller keeps one PodToIp per pod that has an IP. Both informers feed
+// pod keys (namespace/name; a mirror has its pod's key) into one queue, and
+// syncHandler converges each key from cached state alone.
+type Controller struct {
+	mirrorClient PodToIpsGetter
+
+	pods          corelisters.PodLister
+	podsSynced    cache.InformerSynced
+	mirrors       cache.Indexer
+	mirrorsSynced cache.InformerSynced
+
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	recorder record.EventRecorder
+	tracker  *writeTracker
+
+	// foreign remembers the unmanaged PodToIps already reported (by UID), so
+	// each is reported once, not on every pod change.
+	foreignMu sync.Mutex
+	foreign   map[cache.ObjectName]types.UID
+}
+
+// NewController wires the handlers of both informers to a new queue. The
+// informers must be started by the caller; Run waits for them to sync.
+func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer coreinformers.PodInformer,
+	mirrorInformer cache.SharedIndexInformer, recorder record.EventRecorder) (*Controller, error) {
+	c := &Controller{
+		mirrorClient:  mirrorClient,
+		pods:          podInformer.Lister(),
+		podsSynced:    podInformer.Informer().HasSynced,
+		mirrors:       mirrorInformer.GetIndexer(),
+		mirrorsSynced: mirrorInformer.HasSynced,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](retryBaseDelay, retryMaxDelay),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"},
+		),
+		recorder: recorder,
+		tracker:  newWriteTracker(),
+		foreign:  map[cache.ObjectName]types.UID{},
+	}
+	logger := klog.FromContext(ctx)
+	if _, err := podInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addPod,
+		UpdateFunc: c.updatePod,
+		DeleteFunc: c.deletePod,
+	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+		return nil, fmt.Errorf("adding pod event handler: %w", err)
+	}
+	if _, err := mirrorInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addMirror,
+		UpdateFunc: c.updateMirror,
+		DeleteFunc: c.deleteMirror,
+	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+		return nil, fmt.Errorf("adding PodToIp event handler: %w", err)
+	}
+	return c, nil
+}
+
+// The event handlers only filter and enqueue; all decisions are made in
+// syncHandler from the caches.
+
+func (c *Controller) addPod(obj any) {
+	c.queue.Add(cache.MetaObjectToName(obj.(*corev1.Pod)))
+}
+
+func (c *Controller) updatePod(oldObj, newObj any) {
+	old, cur := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
+	if old.ResourceVersion == cur.ResourceVersion || !mirrorChanged(old, cur) {
+		return
+	}
+	c.queue.Add(cache.MetaObjectToName(cur))
+}
+
+func (c *Controller) deletePod(obj any) {
+	if pod, ok := unwrapTombstone(obj).(*corev1.Pod); ok {
+		c.queue.Add(cache.MetaObjectToName(pod))
+	}
+}
+
+func (c *Controller) addMirror(obj any) {
+	m := obj.(*PodToIp)
+	key := cache.MetaObjectToName(m)
+	c.tracker.observe(key, m, false)
+	c.queue.Add(key)
+}
+
+func (c *Controller) updateMirror(oldObj, newObj any) {
+	old, cur := oldObj.(*PodToIp), newObj.(*PodToIp)
+	if old.ResourceVersion == cur.ResourceVersion {
+		return
+	}
+	key := cache.MetaObjectToName(cur)
+	c.tracker.observe(key, cur, false)
+	c.queue.Add(key)
+}
+
+func (c *Controller) deleteMirror(obj any) {
+	m, ok := unwrapTombstone(obj).(*PodToIp)
+	if !ok {
+		return
+	}
+	key := cache.MetaObjectToName(m)
+	c.tracker.observe(key, m, true)
+	c.queue.Add(key)
+}
+
+// unwrapTombstone returns the last known object of a deletion the informer
+// learned about only by relisting.
+func unwrapTombstone(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}
+
+// Run waits for the caches, then runs workers until ctx is cancelled. On
+// cancellation it stops taking new keys, lets each worker finish the key it
+// holds (its API calls are not cancelled) and returns.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.podsSynced, c.mirrorsSynced) {
+		c.queue.ShutDown()
+		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
+	}
+
+	logger.Info("Starting workers", "count", workers)
+	workCtx := context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c.processNextWorkItem(workCtx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	logger.Info("Shutting down: finishing in-flight work", "queued", c.queue.Len())
+	c.queue.ShutDown()
+	wg.Wait()
+	logger.Info("Workers stopped")
+	return nil
+}
+
+// processNextWorkItem handles one key; it returns false once the queue is
+// shut down.
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	err := c.syncHandler(syncCtx, key)
+	cancel()
+	c.handleErr(ctx, err, key)
+	return true
+}
+
+// handleErr is the only place that decides about retries.
+func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectName) {
+	if err == nil {
+		c.queue.Forget(key)
+		return
+	}
+	logger := klog.FromContext(ctx)
+	requeues := c.queue.NumRequeues(key)
+	if isPermanent(err) && requeues >= maxPermanentRetries {
+		c.queue.Forget(key)
+		utilruntime.HandleErrorWithContext(ctx, err, "Dropping pod from the queue after repeated failures", "pod", key, "attempts", requeues+1)
+		return
+	}
+	if requeues == 0 {
+		// Report the first failure; repeats of the same problem (say, during
+		// an API server outage) are logged at higher verbosity only.
+		logger.Error(err, "Reconciling pod failed; will retry", "pod", key)
+	} else {
+		logger.V(2).Info("Reconciling pod failed again; will retry", "pod", key, "attempts", requeues+1, "err", err)
+	}
+	c.queue.AddRateLimited(key)
+}
+
+// isPermanent reports errors where the API server rejected the request
+// itself, so retrying the same write cannot succeed.
+func isPermanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsMethodNotSupported(err) ||
+		apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err)
+}
+
+// syncHandler converges the mirror of one pod key: it compares the mirror
+// the pod should have with the cached one and writes only the difference.
+// It reads only from the informer caches.
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", key)
+	ctx = klog.NewContext(ctx, logger)
+
+	pod, err := c.pods.Pods(key.Namespace).Get(key.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading pod %s from cache: %w", key, err)
+	}
+	have, err := c.cachedMirror(key)
+	if err != nil {
+		return err
+	}
+	if c.tracker.pending(key, have) {
+		// Our last write is not in the cache yet; its watch event will
+		// requeue the key. The delayed add is a safety net only.
+		logger.V(5).Info("Waiting for the cache to see our last write")
+		c.queue.AddAfter(key, expectationTimeout)
+		return nil
+	}
+	if have != nil && !isManaged(have) {
+		c.reportForeign(ctx, key, pod, have)
+		return nil
+	}
+	c.clearForeign(key)
+
+	want := desiredMirror(pod)
+	switch {
+	case want == nil && have == nil:
+		return nil
+	case want == nil:
+		return c.deleteMirrorObject(ctx, key, have)
+	case have == nil:
+		return c.createMirror(ctx, key, want)
+	case needsUpdate(have, want):
+		return c.updateMirrorObject(ctx, key, applyDesired(have, want))
+	default:
+		return nil
+	}
+}
+
+// cachedMirror returns the cached PodToIp of key, or nil. The result is
+// shared with the cache and must not be modified.
+func (c *Controller) cachedMirror(key cache.ObjectName) (*PodToIp, error) {
+	obj, exists, err := c.mirrors.GetByKey(key.String())
+	if err != nil {
+		return nil, fmt.Errorf("reading PodToIp %s from cache: %w", key, err)
+	}
+	if !exists {
+		return nil, nil
+	}
+	return obj.(*PodToIp), nil
+}
+
+func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp) error {
+	created, err := c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		c.tracker.wrote(key, created.ResourceVersion)
+		klog.FromContext(ctx).V(4).Info("Created PodToIp", "address", want.PodAddress)
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		// The cache is behind; its add event will requeue the key.
+		klog.FromContext(ctx).V(2).Info("PodToIp already exists; waiting for the cache")
+		return nil
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// The namespace is going away with the pod; nothing to mirror.
+		klog.FromContext(ctx).V(2).Info("Not creating PodToIp in a terminating namespace")
+		return nil
+	default:
+		return fmt.Errorf("creating PodToIp %s: %w", key, err)
+	}
+}
+
+func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, obj *PodToIp) error {
+	updated, err := c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		c.tracker.wrote(key, updated.ResourceVersion)
+		klog.FromContext(ctx).V(4).Info("Updated PodToIp", "address", obj.PodAddress)
+		return nil
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		// Someone else changed or deleted it; the watch event for that
+		// change will requeue the key with fresh state.
+		klog.FromContext(ctx).V(2).Info("PodToIp changed underneath us; waiting for the cache", "err", err)
+		return nil
+	default:
+		return fmt.Errorf("updating PodToIp %s: %w", key, err)
+	}
+}
+
+func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectName, have *PodToIp) error {
+	// The UID precondition makes sure a newer object created under the same
+	// name since the cache was filled is never deleted by mistake.
+	uid := have.UID
+	err := c.mirrorClient.PodToIps(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	switch {
+	case err == nil:
+		c.tracker.deleted(key, uid)
+		klog.FromContext(ctx).V(4).Info("Deleted PodToIp")
+		return nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		klog.FromContext(ctx).V(2).Info("PodToIp already gone or replaced; waiting for the cache", "err", err)
+		return nil
+	default:
+		return fmt.Errorf("deleting PodToIp %s: %w", key, err)
+	}
+}
+
+// reportForeign tells users, once per object, that a PodToIp under a pod's
+// name is not ours and is left alone.
+func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *corev1.Pod, m *PodToIp) {
+	c.foreignMu.Lock()
+	seen := c.foreign[key] == m.UID
+	c.foreign[key] = m.UID
+	c.foreignMu.Unlock()
+	if seen {
+		return
+	}
+	klog.FromContext(ctx).Info("Leaving alone a PodToIp that is not managed by this controller",
+		"podtoip", klog.KObj(m), "label", managedByLabel, "value", m.Labels[managedByLabel])
+	if pod != nil && c.recorder != nil {
+		c.recorder.Eventf(pod, corev1.EventTypeWarning, reasonNotManaged,
+			"PodToIp %s exists but is not managed by %s (label %s=%q); it is left unchanged. Delete it to let the controller mirror this pod.",
+			key, controllerName, managedByLabel, m.Labels[managedByLabel])
+	}
+}
+
+func (c *Controller) clearForeign(key cache.ObjectName) {
+	c.foreignMu.Lock()
+	defer c.foreignMu.Unlock()
+	delete(c.foreign, key)
+}
+

@@ -1,0 +1,258 @@
+// Command podtoip-controller mirrors every pod's IP addresses into a PodToIp
+// custom object (example.com/v1), so "who has IP X?" is one indexed list.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
+)
+
+// version is set at build time with -ldflags "-X main.version=…"; otherwise
+// it comes from the module's build information.
+var version = ""
+
+// Exit codes, documented in the README.
+const (
+	exitOK      = 0
+	exitFailure = 1 // startup checks failed or the controller stopped on an error
+	exitUsage   = 2 // invalid flags
+)
+
+// options are the command-line flags.
+type options struct {
+	kubeconfig     string
+	master         string
+	namespace      string
+	workers        int
+	qps            float64
+	burst          int
+	startupTimeout time.Duration
+	showVersion    bool
+}
+
+func (o *options) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig file. If unset: the in-cluster configuration when running in a pod, else $KUBECONFIG or ~/.kube/config.")
+	fs.StringVar(&o.master, "master", "", "Address of the Kubernetes API server; overrides the server in the kubeconfig.")
+	fs.StringVar(&o.namespace, "namespace", metav1.NamespaceAll, "Only mirror pods in this namespace (default: all namespaces).")
+	fs.IntVar(&o.workers, "workers", 8, "Number of pods reconciled concurrently (1-1000).")
+	fs.Float64Var(&o.qps, "kube-api-qps", 200, "Client-side limit on requests per second to the API server; -1 disables client-side limiting. The server's API Priority and Fairness still applies.")
+	fs.IntVar(&o.burst, "kube-api-burst", 400, "Client-side burst of requests to the API server above --kube-api-qps.")
+	fs.DurationVar(&o.startupTimeout, "startup-timeout", 2*time.Minute, "How long to keep retrying at startup while the API server is unreachable, the PodToIp CRD is missing or permissions are lacking, before exiting with an error.")
+	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
+}
+
+// validate rejects flag values that would fail later in less obvious ways.
+func (o *options) validate() error {
+	var errs []error
+	if o.workers < 1 || o.workers > 1000 {
+		errs = append(errs, fmt.Errorf("--workers=%d: must be between 1 and 1000", o.workers))
+	}
+	if o.qps == 0 || (o.qps < 0 && o.qps != -1) {
+		errs = append(errs, fmt.Errorf("--kube-api-qps=%v: must be positive, or -1 to disable client-side limiting", o.qps))
+	}
+	if o.qps > 0 && o.burst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst=%d: must be at least 1", o.burst))
+	}
+	if o.startupTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--startup-timeout=%v: must be positive", o.startupTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func main() {
+	klog.InitFlags(nil)
+	var o options
+	o.addFlags(flag.CommandLine)
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "error: unexpected arguments %q; all settings are flags (see --help)\n", flag.Args())
+		os.Exit(exitUsage)
+	}
+	if o.showVersion {
+		fmt.Println(controllerName, buildVersion())
+		os.Exit(exitOK)
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "error: invalid flags:\n%v\n", err)
+		os.Exit(exitUsage)
+	}
+
+	ctx := signalContext()
+	logger := klog.FromContext(ctx)
+	if err := run(ctx, o); err != nil {
+		logger.Error(err, "Exiting")
+		klog.FlushAndExit(klog.ExitFlushTimeout, exitFailure)
+	}
+	logger.Info("Stopped")
+	klog.Flush()
+}
+
+// signalContext returns a context cancelled by the first SIGINT or SIGTERM;
+// a second signal exits at once.
+func signalContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-ch
+		klog.Background().Info("Received signal, shutting down gracefully; send it again to exit at once", "signal", sig.String())
+		cancel()
+		<-ch
+		klog.Flush()
+		os.Exit(exitFailure)
+	}()
+	return ctx
+}
+
+// run connects, checks the preconditions and runs the controller until ctx
+// is cancelled.
+func run(ctx context.Context, o options) error {
+	logger := klog.FromContext(ctx)
+	cfg, err := loadConfig(o.kubeconfig, o.master)
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = controllerName + "/" + buildVersion()
+	if o.qps > 0 {
+		// One limiter shared by every client of the process.
+		cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	} else {
+		cfg.QPS = -1
+	}
+	// Pods are read as protobuf: smaller and cheaper to decode than JSON.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return fmt.Errorf("building HTTP client for %s: %w", cfg.Host, err)
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return fmt.Errorf("building Kubernetes client: %w", err)
+	}
+	mirrorClient, err := NewClient(cfg, httpClient, fieldManager)
+	if err != nil {
+		return err
+	}
+
+	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "namespace", namespaceForLog(o.namespace), "workers", o.workers)
+	if err := waitForPreconditions(ctx, cfg, o.namespace, o.startupTimeout); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped by a signal while waiting
+		}
+		return err
+	}
+
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithNamespace(o.namespace), informers.WithTransform(slimPod))
+	podInformer := factory.Core().V1().Pods()
+	mirrorInformer := newMirrorInformer(mirrorClient, o.namespace)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(kubescheme.Scheme, corev1.EventSource{Component: controllerName})
+
+	controller, err := NewController(ctx, mirrorClient, podInformer, mirrorInformer, recorder)
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	go mirrorInformer.RunWithContext(ctx)
+	defer factory.Shutdown()
+
+	return controller.Run(ctx, o.workers)
+}
+
+// newMirrorInformer builds the PodToIp informer on the hand-written client.
+func newMirrorInformer(client *Client, namespace string) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.PodToIps(namespace).List(ctx, opts)
+		},
+		WatchFuncWithContext: client.PodToIps(namespace).Watch,
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, &PodToIp{}, cache.SharedIndexInformerOptions{
+		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+	})
+	if err := inf.SetTransform(slimMirror); err != nil {
+		panic(err) // only fails once the informer has started
+	}
+	return inf
+}
+
+// loadConfig finds the client configuration: an explicit --kubeconfig must
+// exist; otherwise the in-cluster configuration inside a pod, else the usual
+// $KUBECONFIG / ~/.kube/config rules.
+func loadConfig(kubeconfig, master string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		if _, err := os.Stat(kubeconfig); err != nil {
+			return nil, fmt.Errorf("reading --kubeconfig %q: %w; pass the path of an existing kubeconfig file", kubeconfig, err)
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags(master, kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("loading --kubeconfig %q: %w; check that it is a valid kubeconfig (kubectl --kubeconfig %s config view)", kubeconfig, err, kubeconfig)
+		}
+		return cfg, nil
+	}
+	if master == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading in-cluster configuration: %w; pass --kubeconfig when running outside a pod", err)
+		}
+		return cfg, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	overrides := &clientcmd.ConfigOverrides{}
+	overrides.ClusterInfo.Server = master
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, errors.New("no Kubernetes configuration found: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, or run inside a pod")
+		}
+		return nil, fmt.Errorf("loading kubeconfig (from $KUBECONFIG or ~/.kube/config): %w", err)
+	}
+	return cfg, nil
+}
+
+func namespaceForLog(ns string) string {
+	if ns == metav1.NamespaceAll {
+		return "(all)"
+	}
+	return ns
+}
+
+// buildVersion returns the version set at link time, else the module version.
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// GroupVersion is the API group and version that PodToIp objects live in.
+var GroupVersion = schema.GroupVersion{Group: "example.com", Version: "v1"}
+
+const (
+	// Resource is the plural resource name of PodToIp, as used in URLs and RBAC.
+	Resource = "podtoips"
+	// CRDName is the name of the CustomResourceDefinition that serves PodToIp;
+	// it is what users must install before the controller can start.
+	CRDName = Resource + "." + "example.com"
+)
+
+// PodToIp mirrors one pod's addresses so they can be listed and looked up by
+// IP without reading full Pod objects. Like EndpointSlice it has no
+// spec/status split: the controller owns every field, and nobody else is
+// expected to write them.
+type PodToIp struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// PodName is the name of the mirrored pod (equal to the object's name).
+	PodName string `json:"podName"`
+	// PodUID identifies the exact pod incarnation this mirror describes; a pod
+	// recreated under the same name has a new UID.
+	PodUID types.UID `json:"podUID"`
+	// PodAddress is the pod's primary IP (status.podIP).
+	PodAddress string `json:"podAddress"`
+	// PodIPs are all of the pod's IPs (status.podIPs), primary first; two
+	// entries for a dual-stack pod.
+	PodIPs []string `json:"podIPs,omitempty"`
+	// NodeName is the node the pod runs on (spec.nodeName), if any.
+	NodeName string `json:"nodeName,omitempty"`
+}
+
+// PodToIpList is a list of PodToIp objects, as returned by list calls.
+type PodToIpList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []PodToIp `json:"items"`
+}
