@@ -1,0 +1,93 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Requests counts API server requests by "VERB CODE" (e.g. "POST 201").
+type Requests map[string]float64
+
+// Writes sums the requests that change objects.
+func (r Requests) Writes() float64 {
+	var n float64
+	for k, v := range r {
+		switch verbOf(k) {
+		case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION":
+			n += v
+		}
+	}
+	return n
+}
+
+// Verb sums the requests of one verb, all codes.
+func (r Requests) Verb(verb string) float64 {
+	var n float64
+	for k, v := range r {
+		if verbOf(k) == verb {
+			n += v
+		}
+	}
+	return n
+}
+
+// Sub returns r minus before, dropping zero entries.
+func (r Requests) Sub(before Requests) Requests {
+	out := Requests{}
+	for k, v := range r {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func verbOf(k string) string {
+	for i := range k {
+		if k[i] == ' ' {
+			return k[:i]
+		}
+	}
+	return k
+}
+
+// ResourceRequests reads apiserver_request_total from the API server's own
+// /metrics and returns the counts for one resource (e.g. "podtoips"). This
+// is the server's view, independent of anything the controller reports.
+func (cp *ControlPlane) ResourceRequests(ctx context.Context, resource string) (Requests, error) {
+	raw, err := cp.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scraping API server /metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parsing API server /metrics: %w", err)
+	}
+	out := Requests{}
+	fam := families["apiserver_request_total"]
+	if fam == nil {
+		return out, nil
+	}
+	for _, m := range fam.GetMetric() {
+		l := labels(m)
+		if l["resource"] != resource || l["subresource"] != "" {
+			continue
+		}
+		out[l["verb"]+" "+l["code"]] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := make(map[string]string, len(m.GetLabel()))
+	for _, lp := range m.GetLabel() {
+		out[lp.GetName()] = lp.GetValue()
+	}
+	return out
+}

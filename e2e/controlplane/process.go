@@ -1,0 +1,150 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// BuildController builds the product binary into bin/ of the repository, so
+// tests always run the code under test.
+func BuildController(root string) (string, error) {
+	bin := filepath.Join(root, "bin", "podtoip-controller")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building podtoip-controller: %w", err)
+	}
+	return bin, nil
+}
+
+// Process is a running podtoip-controller (or any command) whose output is
+// kept in memory and, optionally, copied to a file.
+type Process struct {
+	Cmd *exec.Cmd
+
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+// StartProcess runs binary with args; its stdout and stderr are captured
+// and also copied to logFile when that is non-empty.
+func StartProcess(binary string, env []string, logFile string, args ...string) (*Process, error) {
+	p := &Process{Cmd: exec.Command(binary, args...), done: make(chan struct{})}
+	p.Cmd.Env = append(os.Environ(), env...)
+	var w io.Writer = (*lockedWriter)(p)
+	if logFile != "" {
+		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		w = io.MultiWriter(w, f)
+		defer func() { go func() { <-p.done; f.Close() }() }()
+	}
+	p.Cmd.Stdout, p.Cmd.Stderr = w, w
+	if err := p.Cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", binary, err)
+	}
+	go func() {
+		p.err = p.Cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+type lockedWriter Process
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.out.Write(b)
+}
+
+// Output returns everything the process printed so far.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// WaitForOutput waits until the output contains substr, the process exits,
+// or ctx ends.
+func (p *Process) WaitForOutput(ctx context.Context, substr string) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if strings.Contains(p.Output(), substr) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %q in output: %w", substr, ctx.Err())
+		case <-p.done:
+			if strings.Contains(p.Output(), substr) {
+				return nil
+			}
+			return fmt.Errorf("process exited (%v) before printing %q", p.err, substr)
+		case <-tick.C:
+		}
+	}
+}
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitCode returns the exit code once the process has exited (-1 if killed
+// by a signal).
+func (p *Process) ExitCode() int {
+	<-p.done
+	return p.Cmd.ProcessState.ExitCode()
+}
+
+// Wait waits for the process to exit or ctx to end.
+func (p *Process) Wait(ctx context.Context) (int, error) {
+	select {
+	case <-p.done:
+		return p.Cmd.ProcessState.ExitCode(), nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("waiting for %s to exit: %w", filepath.Base(p.Cmd.Path), ctx.Err())
+	}
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.Cmd.Process.Signal(sig) }
+
+// Stop sends SIGTERM and waits up to timeout for a graceful exit, then kills
+// the process. It returns the exit code of the graceful exit.
+func (p *Process) Stop(timeout time.Duration) (int, error) {
+	select {
+	case <-p.done:
+		return p.Cmd.ProcessState.ExitCode(), nil
+	default:
+	}
+	_ = p.Signal(syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	code, err := p.Wait(ctx)
+	if err != nil {
+		_ = p.Cmd.Process.Kill()
+		<-p.done
+		return -1, err
+	}
+	return code, nil
+}
+
+// Kill ends the process with SIGKILL and waits for it.
+func (p *Process) Kill() {
+	_ = p.Cmd.Process.Kill()
+	<-p.done
+}

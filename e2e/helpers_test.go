@@ -1,0 +1,250 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"example.com/podtoip-controller/e2e/controlplane"
+)
+
+// ptpGVR is the PodToIp resource; the tests read it through the dynamic
+// client, independently of the controller's hand-written client.
+var ptpGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "podtoips"}
+
+const managedBy = "app.kubernetes.io/managed-by"
+
+// mirror is what the tests read back from a PodToIp.
+type mirror struct {
+	metav1.ObjectMeta `json:"metadata"`
+	PodName           string    `json:"podName"`
+	PodUID            types.UID `json:"podUID"`
+	PodAddress        string    `json:"podAddress"`
+	PodIPs            []string  `json:"podIPs"`
+	NodeName          string    `json:"nodeName"`
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	name := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}
+	ns, err := cp.Kube.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// startController runs the binary under test with the admin kubeconfig and
+// stops it gracefully at the end of the test, failing the test unless it
+// exits 0.
+func startController(t *testing.T, args ...string) *controlplane.Process {
+	t.Helper()
+	return startControllerAs(t, cp.Kubeconfig, args...)
+}
+
+func startControllerAs(t *testing.T, kubeconfig string, args ...string) *controlplane.Process {
+	t.Helper()
+	logFile := filepath.Join(artifacts, strings.ReplaceAll(t.Name(), "/", "_")+".log")
+	all := append([]string{"--kubeconfig", kubeconfig, "-v=2"}, args...)
+	p, err := controlplane.StartProcess(controllerBin, nil, logFile, all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-p.Done():
+			return
+		default:
+		}
+		if code, err := p.Stop(30 * time.Second); err != nil || code != 0 {
+			t.Errorf("controller did not stop cleanly on SIGTERM (exit %d, %v); output:\n%s", code, err, tail(p.Output(), 40))
+		}
+	})
+	return p
+}
+
+// waitReady waits until the controller runs its workers.
+func waitReady(t *testing.T, p *controlplane.Process) {
+	t.Helper()
+	if err := p.WaitForOutput(ctxFor(t, time.Minute), "Starting workers"); err != nil {
+		t.Fatalf("controller did not start: %v\n%s", err, tail(p.Output(), 40))
+	}
+}
+
+type podOpt func(*corev1.Pod)
+
+func onNode(n string) podOpt  { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
+func hostNetwork() podOpt      { return func(p *corev1.Pod) { p.Spec.HostNetwork = true } }
+func withName(n string) podOpt { return func(p *corev1.Pod) { p.Name = n } }
+
+// createPod creates a pod; there is no kubelet, so it never runs.
+func createPod(t *testing.T, ns, name string, opts ...podOpt) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+	for _, o := range opts {
+		o(pod)
+	}
+	pod, err := cp.Kube.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating pod %s/%s: %v", ns, name, err)
+	}
+	return pod
+}
+
+// setPodIPs plays the kubelet: it writes the pod's IPs (and a phase)
+// through the status subresource.
+func setPodIPs(t *testing.T, ns, name string, phase corev1.PodPhase, ips ...string) *corev1.Pod {
+	t.Helper()
+	var out *corev1.Pod
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pod, err := cp.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pod.Status.Phase = phase
+		pod.Status.PodIP = ""
+		pod.Status.PodIPs = nil
+		if len(ips) > 0 {
+			pod.Status.PodIP = ips[0]
+		}
+		for _, ip := range ips {
+			pod.Status.PodIPs = append(pod.Status.PodIPs, corev1.PodIP{IP: ip})
+		}
+		out, err = cp.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("setting IPs of pod %s/%s: %v", ns, name, err)
+	}
+	return out
+}
+
+// runningPod creates a pod and gives it IPs.
+func runningPod(t *testing.T, ns, name string, ips []string, opts ...podOpt) *corev1.Pod {
+	t.Helper()
+	createPod(t, ns, name, opts...)
+	return setPodIPs(t, ns, name, corev1.PodRunning, ips...)
+}
+
+func deletePod(t *testing.T, ns, name string, force bool) {
+	t.Helper()
+	opts := metav1.DeleteOptions{}
+	if force {
+		zero := int64(0)
+		opts.GracePeriodSeconds = &zero
+	}
+	if err := cp.Kube.CoreV1().Pods(ns).Delete(t.Context(), name, opts); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("deleting pod %s/%s: %v", ns, name, err)
+	}
+}
+
+func mirrors(ns string) dynamic.ResourceInterface { return cp.Dynamic.Resource(ptpGVR).Namespace(ns) }
+
+// getMirror returns the PodToIp ns/name, or nil if there is none.
+func getMirror(ctx context.Context, ns, name string) (*mirror, error) {
+	u, err := mirrors(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return toMirror(u)
+}
+
+func toMirror(u *unstructured.Unstructured) (*mirror, error) {
+	var m mirror
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// waitMirror polls until the mirror of ns/name satisfies ok, and returns it.
+func waitMirror(t *testing.T, ns, name string, what string, ok func(*mirror) bool) *mirror {
+	t.Helper()
+	var last *mirror
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		m, err := getMirror(ctx, ns, name)
+		if err != nil {
+			return false, err
+		}
+		last = m
+		return ok(m), nil
+	})
+	if err != nil {
+		t.Fatalf("PodToIp %s/%s: waiting for %s: %v; last seen: %+v", ns, name, what, err, describe(last))
+	}
+	return last
+}
+
+// waitMirrorIPs waits until the mirror exists with exactly these IPs.
+func waitMirrorIPs(t *testing.T, ns, name string, ips ...string) *mirror {
+	t.Helper()
+	return waitMirror(t, ns, name, fmt.Sprintf("IPs %v", ips), func(m *mirror) bool {
+		return m != nil && m.PodAddress == ips[0] && fmt.Sprint(m.PodIPs) == fmt.Sprint(ips)
+	})
+}
+
+func waitNoMirror(t *testing.T, ns, name string) {
+	t.Helper()
+	waitMirror(t, ns, name, "deletion", func(m *mirror) bool { return m == nil })
+}
+
+func describe(m *mirror) string {
+	if m == nil {
+		return "<none>"
+	}
+	return fmt.Sprintf("{uid=%s rv=%s labels=%v podUID=%s address=%s ips=%v node=%s owners=%d}",
+		m.UID, m.ResourceVersion, m.Labels, m.PodUID, m.PodAddress, m.PodIPs, m.NodeName, len(m.OwnerReferences))
+}
+
+// podtoipRequests reads the API server's own request counters for podtoips.
+func podtoipRequests(t *testing.T) controlplane.Requests {
+	t.Helper()
+	r, err := cp.ResourceRequests(t.Context(), "podtoips")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(s, "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}

@@ -1,0 +1,210 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// TestMirrorLifecycle walks one controller through every case of what a
+// mirror means: creation, in-place updates, dual-stack, terminal and
+// terminating pods, deletion, recreation under the same name, hand edits
+// and hostNetwork pods.
+func TestMirrorLifecycle(t *testing.T) {
+	ns := newNamespace(t)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+
+	t.Run("pod without IP has no mirror; IP assigned creates it", func(t *testing.T) {
+		createPod(t, ns, "no-ip", onNode("node-1"))
+		pod := runningPod(t, ns, "web", []string{"10.244.1.7"}, onNode("node-1"))
+		m := waitMirrorIPs(t, ns, "web", "10.244.1.7")
+		if m.PodName != "web" || m.PodUID != pod.UID || m.NodeName != "node-1" {
+			t.Errorf("mirror fields = %s, want podName web, podUID %s, nodeName node-1", describe(m), pod.UID)
+		}
+		if m.Labels[managedBy] != "podtoip-controller" {
+			t.Errorf("mirror labels = %v, want %s=podtoip-controller", m.Labels, managedBy)
+		}
+		if len(m.OwnerReferences) != 1 {
+			t.Fatalf("ownerReferences = %+v, want exactly one", m.OwnerReferences)
+		}
+		ref := m.OwnerReferences[0]
+		if ref.APIVersion != "v1" || ref.Kind != "Pod" || ref.Name != "web" || ref.UID != pod.UID ||
+			ref.Controller == nil || !*ref.Controller || ref.BlockOwnerDeletion != nil {
+			t.Errorf("ownerReference = %+v, want controller ref to pod web (%s) without blockOwnerDeletion", ref, pod.UID)
+		}
+		// The web mirror was written after no-ip was queued; no-ip still has none.
+		if m, err := getMirror(t.Context(), ns, "no-ip"); err != nil || m != nil {
+			t.Errorf("pod without IP got a mirror: %s (err %v)", describe(m), err)
+		}
+	})
+
+	t.Run("IP change updates the mirror in place", func(t *testing.T) {
+		before := waitMirrorIPs(t, ns, "web", "10.244.1.7")
+		setPodIPs(t, ns, "web", corev1.PodRunning, "10.244.1.8")
+		after := waitMirrorIPs(t, ns, "web", "10.244.1.8")
+		if after.UID != before.UID {
+			t.Errorf("mirror was recreated (uid %s -> %s), want an in-place update", before.UID, after.UID)
+		}
+	})
+
+	t.Run("dual-stack pod shows both IPs", func(t *testing.T) {
+		runningPod(t, ns, "dual", []string{"10.244.2.5", "fd00::2:5"}, onNode("node-2"))
+		waitMirrorIPs(t, ns, "dual", "10.244.2.5", "fd00::2:5")
+	})
+
+	t.Run("terminal pods lose their mirror", func(t *testing.T) {
+		runningPod(t, ns, "job-ok", []string{"10.244.2.6"}, onNode("node-2"))
+		runningPod(t, ns, "job-failed", []string{"10.244.2.7"}, onNode("node-2"))
+		waitMirrorIPs(t, ns, "job-ok", "10.244.2.6")
+		waitMirrorIPs(t, ns, "job-failed", "10.244.2.7")
+		setPodIPs(t, ns, "job-ok", corev1.PodSucceeded, "10.244.2.6")
+		setPodIPs(t, ns, "job-failed", corev1.PodFailed, "10.244.2.7")
+		waitNoMirror(t, ns, "job-ok")
+		waitNoMirror(t, ns, "job-failed")
+	})
+
+	t.Run("terminating pod loses its mirror before it is gone", func(t *testing.T) {
+		deletePod(t, ns, "web", false) // on a node: stays Terminating (no kubelet)
+		pod, err := cp.Kube.CoreV1().Pods(ns).Get(t.Context(), "web", metav1.GetOptions{})
+		if err != nil || pod.DeletionTimestamp == nil {
+			t.Fatalf("expected web to be terminating, got %v (err %v)", pod, err)
+		}
+		waitNoMirror(t, ns, "web")
+		deletePod(t, ns, "web", true)
+	})
+
+	t.Run("deleted pod loses its mirror", func(t *testing.T) {
+		runningPod(t, ns, "gone", []string{"10.244.3.1"})
+		waitMirrorIPs(t, ns, "gone", "10.244.3.1")
+		deletePod(t, ns, "gone", false) // no node: deleted at once
+		waitNoMirror(t, ns, "gone")
+	})
+
+	t.Run("pod recreated under the same name gets the new UID and IP", func(t *testing.T) {
+		first := runningPod(t, ns, "again", []string{"10.244.3.2"})
+		waitMirrorIPs(t, ns, "again", "10.244.3.2")
+		deletePod(t, ns, "again", false)
+		second := runningPod(t, ns, "again", []string{"10.244.3.3"})
+		if first.UID == second.UID {
+			t.Fatal("recreated pod kept its UID")
+		}
+		m := waitMirror(t, ns, "again", "new UID and IP", func(m *mirror) bool {
+			return m != nil && m.PodUID == second.UID && m.PodAddress == "10.244.3.3"
+		})
+		if m.OwnerReferences[0].UID != second.UID {
+			t.Errorf("ownerReference UID = %s, want the new pod's %s", m.OwnerReferences[0].UID, second.UID)
+		}
+	})
+
+	t.Run("mirror edited by hand is restored", func(t *testing.T) {
+		waitMirrorIPs(t, ns, "again", "10.244.3.3")
+		patch := `{"podAddress":"10.9.9.9","podIPs":["10.9.9.9"],"nodeName":"elsewhere"}`
+		if _, err := mirrors(ns).Patch(t.Context(), "again", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitMirror(t, ns, "again", "restored fields", func(m *mirror) bool {
+			return m != nil && m.PodAddress == "10.244.3.3" && m.NodeName == "" && len(m.PodIPs) == 1
+		})
+		// Removing the owner reference is restored too.
+		if _, err := mirrors(ns).Patch(t.Context(), "again", types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitMirror(t, ns, "again", "restored ownerReference", func(m *mirror) bool { return m != nil && len(m.OwnerReferences) == 1 })
+	})
+
+	t.Run("mirror deleted by hand is restored", func(t *testing.T) {
+		before := waitMirrorIPs(t, ns, "again", "10.244.3.3")
+		if err := mirrors(ns).Delete(t.Context(), "again", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitMirror(t, ns, "again", "recreation", func(m *mirror) bool {
+			return m != nil && m.UID != before.UID && m.PodAddress == "10.244.3.3"
+		})
+	})
+
+	t.Run("hostNetwork pods sharing the node IP are all mirrored", func(t *testing.T) {
+		runningPod(t, ns, "host-a", []string{"10.244.255.1"}, onNode("node-3"), hostNetwork())
+		runningPod(t, ns, "host-b", []string{"10.244.255.1"}, onNode("node-3"), hostNetwork())
+		waitMirrorIPs(t, ns, "host-a", "10.244.255.1")
+		waitMirrorIPs(t, ns, "host-b", "10.244.255.1")
+	})
+}
+
+// TestForeignPodToIpLeftAlone checks that a PodToIp without the managed-by
+// label is never changed, is reported once (event and log line) and causes
+// no retry loop.
+func TestForeignPodToIpLeftAlone(t *testing.T) {
+	ns := newNamespace(t)
+	foreign := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "PodToIp",
+		"metadata":   map[string]any{"name": "mine", "namespace": ns, "labels": map[string]any{"team": "net"}},
+		"podName":    "mine", "podUID": "hand-made", "podAddress": "10.244.9.9",
+	}}
+	created, err := mirrors(ns).Create(t.Context(), foreign, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runningPod(t, ns, "mine", []string{"10.244.4.1"}, onNode("node-1"))
+
+	before := podtoipRequests(t)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+
+	waitForEvent(t, ns, "mine", "PodToIpNotManaged")
+	// More changes to the pod must not produce more reports or any write.
+	setPodIPs(t, ns, "mine", corev1.PodRunning, "10.244.4.2")
+	setPodIPs(t, ns, "mine", corev1.PodRunning, "10.244.4.3")
+	// A later pod is a barrier: once its mirror exists, the queue has handled
+	// the changes above (the queue is FIFO).
+	runningPod(t, ns, "barrier", []string{"10.244.4.4"})
+	waitMirrorIPs(t, ns, "barrier", "10.244.4.4")
+
+	m, err := getMirror(t.Context(), ns, "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ResourceVersion != created.GetResourceVersion() || m.PodAddress != "10.244.9.9" || m.Labels[managedBy] != "" {
+		t.Errorf("foreign PodToIp was modified: %s", describe(m))
+	}
+	if n := strings.Count(p.Output(), "Leaving alone a PodToIp"); n != 1 {
+		t.Errorf("foreign object reported %d times in the log, want 1:\n%s", n, tail(p.Output(), 30))
+	}
+	if _, err := p.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if w := podtoipRequests(t).Sub(before); w.Writes() != 1 || w["POST 201"] != 1 {
+		t.Errorf("podtoips writes = %v, want only the barrier's create", w)
+	}
+	evs := eventsFor(t, ns, "mine", "PodToIpNotManaged")
+	if len(evs) != 1 || evs[0].Count > 1 || evs[0].Type != corev1.EventTypeWarning || !strings.Contains(evs[0].Message, "not managed") {
+		t.Errorf("events = %+v, want one Warning reported once", evs)
+	}
+}
+
+func eventsFor(t *testing.T, ns, pod, reason string) []corev1.Event {
+	t.Helper()
+	list, err := cp.Kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod + ",reason=" + reason})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func waitForEvent(t *testing.T, ns, pod, reason string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for len(eventsFor(t, ns, pod, reason)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event on pod %s/%s within 30s", reason, ns, pod)
+		}
+		<-tick.C
+	}
+}
