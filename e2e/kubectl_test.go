@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestKubectlView checks what users see with kubectl: the printer columns,
+// the server-side "who has this IP?" lookup across namespaces, and the
+// CRD's validation of addresses. The controller watches all namespaces.
+func TestKubectlView(t *testing.T) {
+	ns1, ns2 := newNamespace(t), newNamespace(t)
+	p := startController(t)
+	waitReady(t, p)
+
+	runningPod(t, ns1, "api-0", []string{"10.244.7.7"}, onNode("node-a"))
+	runningPod(t, ns1, "api-1", []string{"10.244.7.8", "fd00::7:8"}, onNode("node-b"))
+	runningPod(t, ns2, "cache-0", []string{"10.244.8.1"}, onNode("node-a"))
+	waitMirrorIPs(t, ns1, "api-0", "10.244.7.7")
+	waitMirrorIPs(t, ns1, "api-1", "10.244.7.8", "fd00::7:8")
+	waitMirrorIPs(t, ns2, "cache-0", "10.244.8.1")
+
+	out, err := cp.Kubectl(t.Context(), "get", "ptp", "-n", ns1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME POD ADDRESS NODE AGE" {
+		t.Errorf("kubectl get ptp header = %q, want NAME POD ADDRESS NODE AGE", lines[0])
+	}
+	if len(lines) != 3 || !hasRow(lines, "api-0", "api-0", "10.244.7.7", "node-a") || !hasRow(lines, "api-1", "api-1", "10.244.7.8", "node-b") {
+		t.Errorf("kubectl get ptp -n %s =\n%s", ns1, out)
+	}
+
+	// "Who has 10.244.7.7?" is answered by the server (selectableFields).
+	out, err = cp.Kubectl(t.Context(), "get", "ptp", "-A", "--field-selector", "podAddress=10.244.7.7", "--no-headers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 1 || !hasRow(lines, ns1, "api-0", "api-0", "10.244.7.7") {
+		t.Errorf("lookup by podAddress returned:\n%s", out)
+	}
+	out, err = cp.Kubectl(t.Context(), "get", "ptp", "-A", "--field-selector", "nodeName=node-a", "-o", "name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(out); len(got) != 2 || !strings.Contains(out, "/api-0") || !strings.Contains(out, "/cache-0") {
+		t.Errorf("lookup by nodeName=node-a returned %q, want api-0 and cache-0", out)
+	}
+	out, _ = cp.Kubectl(t.Context(), "get", "ptp", "-A", "--field-selector", "podAddress=10.99.99.99")
+	if !strings.Contains(out, "No resources found") {
+		t.Errorf("lookup of an unused IP returned %q, want no resources", out)
+	}
+
+	// The schema rejects what is not an IP.
+	bad := `{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"bad","namespace":"` + ns2 + `"},"podName":"bad","podUID":"x","podAddress":"not-an-ip","podIPs":["10.0.0.1","nope"]}`
+	out, err = kubectlStdin(t, bad, "create", "-f", "-")
+	if err == nil || !strings.Contains(out, "podAddress must be an IPv4 or IPv6 address") || !strings.Contains(out, "each podIPs entry must be an IPv4 or IPv6 address") {
+		t.Errorf("creating a PodToIp with invalid addresses: err=%v out=%s", err, out)
+	}
+}
+
+func hasRow(lines []string, fields ...string) bool {
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) >= len(fields) && strings.Join(f[:len(fields)], " ") == strings.Join(fields, " ") {
+			return true
+		}
+	}
+	return false
+}
