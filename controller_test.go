@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// fakeMirrors records the write calls syncHandler makes and answers them
+// with canned results. It stands in for the API server in fast unit tests of
+// the reconcile logic; the real client is exercised end to end.
+type fakeMirrors struct {
+	mu      sync.Mutex
+	actions []string
+	err     error // returned by every write when set
+	rv      int
+}
+
+func (f *fakeMirrors) PodToIps(ns string) PodToIpInterface { return &fakeNS{f, ns} }
+
+type fakeNS struct {
+	f  *fakeMirrors
+	ns string
+}
+
+func (n *fakeNS) record(verb, name string) (string, error) {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	n.f.actions = append(n.f.actions, verb+" "+n.ns+"/"+name)
+	n.f.rv++
+	return strconv.Itoa(100 + n.f.rv), n.f.err
+}
+
+func (n *fakeNS) Get(context.Context, string, metav1.GetOptions) (*PodToIp, error) {
+	panic("syncHandler must not GET")
+}
+func (n *fakeNS) List(context.Context, metav1.ListOptions) (*PodToIpList, error) {
+	panic("syncHandler must not LIST")
+}
+func (n *fakeNS) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	panic("syncHandler must not WATCH")
+}
+func (n *fakeNS) Create(_ context.Context, obj *PodToIp, _ metav1.CreateOptions) (*PodToIp, error) {
+	rv, err := n.record("create", obj.Name)
+	out := obj.DeepCopy()
+	out.ResourceVersion = rv
+	return out, err
+}
+func (n *fakeNS) Update(_ context.Context, obj *PodToIp, _ metav1.UpdateOptions) (*PodToIp, error) {
+	rv, err := n.record("update", obj.Name)
+	out := obj.DeepCopy()
+	out.ResourceVersion = rv
+	return out, err
+}
+func (n *fakeNS) Delete(_ context.Context, name string, opts metav1.DeleteOptions) error {
+	if opts.Preconditions == nil || opts.Preconditions.UID == nil {
+		panic("delete without UID precondition")
+	}
+	_, err := n.record("delete", name)
+	return err
+}
+
+type fixture struct {
+	t        *testing.T
+	ctx      context.Context
+	c        *Controller
+	client   *fakeMirrors
+	pods     cache.Indexer
+	mirrors  cache.Indexer
+	recorder *record.FakeRecorder
+}
+
+func newFixture(t *testing.T) *fixture {
+	_, ctx := ktesting.NewTestContext(t)
+	f := &fixture{
+		t: t, ctx: ctx, client: &fakeMirrors{},
+		pods:     cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		mirrors:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		recorder: record.NewFakeRecorder(10),
+	}
+	f.c = &Controller{
+		mirrorClient:  f.client,
+		pods:          corelisters.NewPodLister(f.pods),
+		podsSynced:    func() bool { return true },
+		mirrors:       f.mirrors,
+		mirrorsSynced: func() bool { return true },
+		queue: workqueue.NewTypedRateLimitingQueue(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Second)),
+		recorder: f.recorder,
+		tracker:  newWriteTracker(),
+		foreign:  map[cache.ObjectName]types.UID{},
+	}
+	t.Cleanup(f.c.queue.ShutDown)
+	return f
+}
+
+func (f *fixture) sync(name string) {
+	f.t.Helper()
+	if err := f.c.syncHandler(f.ctx, cache.ObjectName{Namespace: "ns", Name: name}); err != nil {
+		f.t.Fatalf("syncHandler: %v", err)
+	}
+}
+
+func (f *fixture) expectActions(want ...string) {
+	f.t.Helper()
+	if fmt.Sprint(f.client.actions) != fmt.Sprint(want) {
+		f.t.Errorf("actions = %v, want %v", f.client.actions, want)
+	}
+	f.client.actions = nil
+}
+
+// cached stores a mirror in the informer cache as the API server would
+// return it.
+func (f *fixture) cached(m *PodToIp, uid, rv string) *PodToIp {
+	m = m.DeepCopy()
+	m.UID, m.ResourceVersion = types.UID(uid), rv
+	if err := f.mirrors.Add(m); err != nil {
+		f.t.Fatal(err)
+	}
+	return m
+}
+
+func TestSyncCreatesUpdatesDeletes(t *testing.T) {
+	f := newFixture(t)
+	pod := testPod()
+	_ = f.pods.Add(pod)
+
+	f.sync("web")
+	f.expectActions("create ns/web")
+
+	// Until the cache sees the create, repeated syncs write nothing.
+	f.sync("web")
+	f.expectActions()
+
+	// The cache catches up (the informer reports the object).
+	m := f.cached(desiredMirror(pod), "m-1", "101")
+	f.c.tracker.observe(cache.MetaObjectToName(m), m, false)
+	f.sync("web")
+	f.expectActions()
+
+	// IP changes: one update.
+	pod2 := testPod(func(p *corev1.Pod) { p.Status.PodIP = "10.244.0.6"; p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.6"}} })
+	_ = f.pods.Update(pod2)
+	f.sync("web")
+	f.expectActions("update ns/web")
+	f.sync("web") // the cache still holds rv 101 < 102: no second update
+	f.expectActions()
+
+	// Pod deleted: one delete, not repeated while the cache lags.
+	_ = f.mirrors.Update(func() *PodToIp { x := applyDesired(m, desiredMirror(pod2)); x.ResourceVersion = "102"; return x }())
+	_ = f.pods.Delete(pod2)
+	f.sync("web")
+	f.expectActions("delete ns/web")
+	f.sync("web")
+	f.expectActions()
+	_ = f.mirrors.Delete(m)
+	f.sync("web")
+	f.expectActions()
+}
+
+func TestSyncLeavesForeignMirrorAlone(t *testing.T) {
+	f := newFixture(t)
+	_ = f.pods.Add(testPod())
+	foreign := desiredMirror(testPod())
+	foreign.Labels = map[string]string{"team": "net"}
+	foreign.PodAddress = "10.9.9.9"
+	f.cached(foreign, "m-1", "5")
+
+	for range 3 {
+		f.sync("web")
+	}
+	f.expectActions()
+	if n := len(f.recorder.Events); n != 1 {
+		t.Errorf("recorded %d events, want exactly 1", n)
+	}
+
+	// A different foreign object under the same name is reported again.
+	_ = f.mirrors.Delete(foreign)
+	f.cached(foreign, "m-2", "6")
+	f.sync("web")
+	if n := len(f.recorder.Events); n != 2 {
+		t.Errorf("recorded %d events after a new foreign object, want 2", n)
+	}
+}
+
+func TestSyncNoMirrorWanted(t *testing.T) {
+	f := newFixture(t)
+	_ = f.pods.Add(testPod(func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "", nil }))
+	f.sync("web")
+	f.sync("absent")
+	f.expectActions()
+}
+
+func TestSyncToleratesStaleCacheErrors(t *testing.T) {
+	gr := schema.GroupResource{Group: GroupVersion.Group, Resource: Resource}
+	for name, tc := range map[string]struct {
+		err   error
+		setup func(*fixture)
+	}{
+		"create AlreadyExists": {apierrors.NewAlreadyExists(gr, "web"), func(f *fixture) { _ = f.pods.Add(testPod()) }},
+		"update Conflict": {apierrors.NewConflict(gr, "web", nil), func(f *fixture) {
+			_ = f.pods.Add(testPod())
+			stale := desiredMirror(testPod())
+			stale.PodAddress = "10.0.0.1"
+			f.cached(stale, "m-1", "7")
+		}},
+		"delete NotFound": {apierrors.NewNotFound(gr, "web"), func(f *fixture) { f.cached(desiredMirror(testPod()), "m-1", "7") }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			tc.setup(f)
+			f.client.err = tc.err
+			f.sync("web") // fails the test if an error is returned
+		})
+	}
+}
+
+func TestHandleErrRetriesTransientAndDropsPermanent(t *testing.T) {
+	f := newFixture(t)
+	key := cache.ObjectName{Namespace: "ns", Name: "web"}
+	gr := schema.GroupResource{Group: GroupVersion.Group, Resource: Resource}
+
+	f.c.handleErr(f.ctx, apierrors.NewServiceUnavailable("down"), key)
+	if f.c.queue.NumRequeues(key) != 1 {
+		t.Fatalf("transient error not requeued")
+	}
+	for range maxPermanentRetries + 5 {
+		f.c.handleErr(f.ctx, apierrors.NewServiceUnavailable("down"), key)
+	}
+	if f.c.queue.NumRequeues(key) <= maxPermanentRetries {
+		t.Errorf("transient errors stopped being retried after %d attempts", f.c.queue.NumRequeues(key))
+	}
+	f.c.queue.Forget(key)
+	for range maxPermanentRetries + 1 {
+		f.c.handleErr(f.ctx, apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "PodToIp"}, "web", nil), key)
+	}
+	if n := f.c.queue.NumRequeues(key); n != 0 {
+		t.Errorf("permanent error still tracked after %d retries (requeues=%d), want dropped", maxPermanentRetries, n)
+	}
+	f.c.handleErr(f.ctx, nil, key)
+	if f.c.queue.NumRequeues(key) != 0 {
+		t.Error("success did not reset the backoff")
+	}
+}
+
+func TestUpdatePodFiltersIrrelevantChanges(t *testing.T) {
+	f := newFixture(t)
+	old := testPod()
+	same := old.DeepCopy() // resync: same resourceVersion
+	f.c.updatePod(old, same)
+	labels := old.DeepCopy()
+	labels.ResourceVersion = "11"
+	labels.Labels = map[string]string{"a": "b"}
+	f.c.updatePod(old, labels)
+	if f.c.queue.Len() != 0 {
+		t.Fatalf("irrelevant updates were queued: %d", f.c.queue.Len())
+	}
+	ip := old.DeepCopy()
+	ip.ResourceVersion = "12"
+	ip.Status.PodIP = "10.1.1.1"
+	f.c.updatePod(old, ip)
+	if f.c.queue.Len() != 1 {
+		t.Fatalf("IP change was not queued")
+	}
+	f.c.deletePod(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: old})
+	if f.c.queue.Len() != 1 { // same key, deduplicated
+		t.Errorf("queue length = %d, want 1", f.c.queue.Len())
+	}
+}
