@@ -167,7 +167,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.podsSynced, c.mirrorsSynced) {
 		c.queue.ShutDown()
-		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
+		return nil // stopped before the caches synced
 	}
 
 	logger.Info("Starting workers", "count", workers)
@@ -199,6 +199,11 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	err := c.syncHandler(syncCtx, key)
 	cancel()
+	if err != nil {
+		syncsTotal.WithLabelValues("error").Inc()
+	} else {
+		syncsTotal.WithLabelValues("success").Inc()
+	}
 	c.handleErr(ctx, err, key)
 	return true
 }
@@ -295,6 +300,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 	switch {
 	case err == nil:
 		c.tracker.wrote(key, created.ResourceVersion)
+		writesTotal.WithLabelValues("create").Inc()
 		klog.FromContext(ctx).V(4).Info("Created PodToIp", "address", want.PodAddress)
 		return nil
 	case apierrors.IsAlreadyExists(err):
@@ -315,6 +321,7 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 	switch {
 	case err == nil:
 		c.tracker.wrote(key, updated.ResourceVersion)
+		writesTotal.WithLabelValues("update").Inc()
 		klog.FromContext(ctx).V(4).Info("Updated PodToIp", "address", obj.PodAddress)
 		return nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
@@ -337,6 +344,7 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 	switch {
 	case err == nil:
 		c.tracker.deleted(key, uid)
+		writesTotal.WithLabelValues("delete").Inc()
 		klog.FromContext(ctx).V(4).Info("Deleted PodToIp")
 		return nil
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):

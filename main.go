@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
@@ -48,6 +50,9 @@ type options struct {
 	qps            float64
 	burst          int
 	startupTimeout time.Duration
+	metricsAddr    string
+	probeAddr      string
+	leader         leaderOptions
 	showVersion    bool
 }
 
@@ -59,6 +64,14 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.qps, "kube-api-qps", 200, "Client-side limit on requests per second to the API server; -1 disables client-side limiting. The server's API Priority and Fairness still applies.")
 	fs.IntVar(&o.burst, "kube-api-burst", 400, "Client-side burst of requests to the API server above --kube-api-qps.")
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", 2*time.Minute, "How long to keep retrying at startup while the API server is unreachable, the PodToIp CRD is missing or permissions are lacking, before exiting with an error.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address to serve Prometheus metrics on at /metrics; 0 disables.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address to serve /healthz (liveness) and /readyz (readiness) on; 0 disables.")
+	fs.BoolVar(&o.leader.enabled, "leader-elect", false, "Run only while holding a coordination.k8s.io Lease, so that several replicas can run with one active.")
+	fs.DurationVar(&o.leader.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long standbys wait after the last renewal before taking the lease over.")
+	fs.DurationVar(&o.leader.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up leadership (and exits).")
+	fs.DurationVar(&o.leader.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often to try to acquire or renew the lease.")
+	fs.StringVar(&o.leader.resourceName, "leader-elect-resource-name", controllerName, "Name of the Lease object.")
+	fs.StringVar(&o.leader.resourceNamespace, "leader-elect-resource-namespace", "", "Namespace of the Lease object (default: the pod's namespace in a cluster, else \"default\").")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 }
 
@@ -77,6 +90,7 @@ func (o *options) validate() error {
 	if o.startupTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--startup-timeout=%v: must be positive", o.startupTimeout))
 	}
+	errs = append(errs, o.leader.validate())
 	return errors.Join(errs...)
 }
 
@@ -158,8 +172,8 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "namespace", namespaceForLog(o.namespace), "workers", o.workers)
-	if err := waitForPreconditions(ctx, cfg, o.namespace, o.startupTimeout); err != nil {
+	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.enabled)
+	if err := waitForPreconditions(ctx, cfg, o.namespace, o.leader.leaseAccess(), o.startupTimeout); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while waiting
 		}
@@ -181,11 +195,34 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	registerMetrics(controller)
+
+	// Every replica serves probes and metrics and warms its caches; only the
+	// leader runs workers.
+	var leading atomic.Bool
+	h := &health{synced: []cache.InformerSynced{podInformer.Informer().HasSynced, mirrorInformer.HasSynced}}
+	var adaptor *leaderelection.HealthzAdaptor
+	if o.leader.enabled {
+		adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+		h.election, h.leading = adaptor, leading.Load
+	}
+	if err := serve(ctx, "metrics", "--metrics-bind-address", o.metricsAddr, metricsHandler()); err != nil {
+		return err
+	}
+	if err := serve(ctx, "health probes", "--health-probe-bind-address", o.probeAddr, h.handler()); err != nil {
+		return err
+	}
+
 	factory.Start(ctx.Done())
 	go mirrorInformer.RunWithContext(ctx)
 	defer factory.Shutdown()
 
-	return controller.Run(ctx, o.workers)
+	if !o.leader.enabled {
+		return controller.Run(ctx, o.workers)
+	}
+	return runWithLeaderElection(ctx, o.leader, kube, recorder, adaptor, &leading, func(ctx context.Context) error {
+		return controller.Run(ctx, o.workers)
+	})
 }
 
 // newMirrorInformer builds the PodToIp informer on the hand-written client.

@@ -42,7 +42,7 @@ var requiredAccess = []authorizationv1.ResourceAttributes{
 // PodToIp API and lets us do our job. Each problem is reported as soon as it
 // is seen, then the checks repeat until they pass or timeout expires, so the
 // controller can be started before (or while) the CRD and RBAC are applied.
-func waitForPreconditions(ctx context.Context, cfg *rest.Config, namespace string, timeout time.Duration) error {
+func waitForPreconditions(ctx context.Context, cfg *rest.Config, namespace string, extraAccess []authorizationv1.ResourceAttributes, timeout time.Duration) error {
 	logger := klog.FromContext(ctx)
 	pcfg := rest.CopyConfig(cfg)
 	pcfg.Timeout = preflightRequestTimeout
@@ -55,7 +55,7 @@ func waitForPreconditions(ctx context.Context, cfg *rest.Config, namespace strin
 
 	reported := ""
 	for {
-		err := checkPreconditions(ctx, kube, cfg.Host, namespace)
+		err := checkPreconditions(ctx, kube, cfg.Host, namespace, extraAccess)
 		if err == nil {
 			if reported != "" {
 				logger.Info("Startup checks passed")
@@ -76,7 +76,7 @@ func waitForPreconditions(ctx context.Context, cfg *rest.Config, namespace strin
 
 // checkPreconditions runs each startup check once and explains the first
 // that fails in terms of what the user should do.
-func checkPreconditions(ctx context.Context, kube kubernetes.Interface, host, namespace string) error {
+func checkPreconditions(ctx context.Context, kube kubernetes.Interface, host, namespace string, extraAccess []authorizationv1.ResourceAttributes) error {
 	if err := kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
 		return describeConnError(err, host)
 	}
@@ -94,7 +94,7 @@ func checkPreconditions(ctx context.Context, kube kubernetes.Interface, host, na
 	if !found {
 		return errCRDMissing
 	}
-	return checkAccess(ctx, kube, namespace)
+	return checkAccess(ctx, kube, namespace, extraAccess)
 }
 
 // errCRDMissing names the CRD and how to install it.
@@ -102,11 +102,15 @@ var errCRDMissing = fmt.Errorf("the PodToIp API is not served: CustomResourceDef
 
 // checkAccess asks the API server (SelfSubjectAccessReview) whether we may do
 // everything in requiredAccess, and names what is missing.
-func checkAccess(ctx context.Context, kube kubernetes.Interface, namespace string) error {
+func checkAccess(ctx context.Context, kube kubernetes.Interface, namespace string, extraAccess []authorizationv1.ResourceAttributes) error {
 	logger := klog.FromContext(ctx)
 	var denied []string
+	access := make([]authorizationv1.ResourceAttributes, 0, len(requiredAccess)+len(extraAccess))
 	for _, ra := range requiredAccess {
 		ra.Namespace = namespace
+		access = append(access, ra)
+	}
+	for _, ra := range append(access, extraAccess...) {
 		review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra},
 		}, metav1.CreateOptions{})
@@ -140,6 +144,9 @@ func describeAccess(ra authorizationv1.ResourceAttributes) string {
 	where := "in all namespaces"
 	if ra.Namespace != "" {
 		where = "in namespace " + ra.Namespace
+	}
+	if ra.Name != "" {
+		res += " " + ra.Name
 	}
 	return fmt.Sprintf("%s %s %s", ra.Verb, res, where)
 }

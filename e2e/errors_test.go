@@ -59,6 +59,12 @@ func TestInvalidFlags(t *testing.T) {
 		{[]string{"--workers=many"}, `invalid value "many" for flag -workers`},
 		{[]string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 		{[]string{"extra-arg"}, `unexpected arguments ["extra-arg"]`},
+		{[]string{"--leader-elect", "--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=10s"},
+			"--leader-elect-lease-duration=5s must be greater than --leader-elect-renew-deadline=10s"},
+		{[]string{"--leader-elect", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=2s"},
+			"--leader-elect-renew-deadline=2s must be greater than 2.4s"},
+		{[]string{"--leader-elect", "--leader-elect-retry-period=0s"}, "must all be positive"},
+		{[]string{"--leader-elect", "--leader-elect-resource-name="}, "--leader-elect-resource-name must not be empty"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, _ := runToExit(t, 5*time.Second, append([]string{"--kubeconfig", cp.Kubeconfig}, tc.args...)...)
@@ -206,7 +212,7 @@ func TestRBAC(t *testing.T) {
 	}
 
 	// Grant exactly the shipped ClusterRole and run as that user.
-	if _, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(cp.Root, "artifacts", "rbac.yaml")); err != nil {
+	if _, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(cp.Root, "artifacts", "namespace.yaml"), "-f", filepath.Join(cp.Root, "artifacts", "rbac.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	binding := &rbacv1.ClusterRoleBinding{

@@ -3,6 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -70,7 +74,9 @@ func startController(t *testing.T, args ...string) *controlplane.Process {
 func startControllerAs(t *testing.T, kubeconfig string, args ...string) *controlplane.Process {
 	t.Helper()
 	logFile := filepath.Join(artifacts, strings.ReplaceAll(t.Name(), "/", "_")+".log")
-	all := append([]string{"--kubeconfig", kubeconfig, "-v=2"}, args...)
+	// Random loopback ports, read back from the log, let replicas run side by side.
+	all := append([]string{"--kubeconfig", kubeconfig, "-v=2",
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, args...)
 	p, err := controlplane.StartProcess(controllerBin, nil, logFile, all...)
 	if err != nil {
 		t.Fatal(err)
@@ -262,4 +268,78 @@ func kubectlStdin(t *testing.T, stdin string, args ...string) (string, error) {
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+var servingRE = regexp.MustCompile(`"Serving (metrics|health probes)" address="([^"]+)"`)
+
+// endpoint returns the http://address the controller logged for what
+// ("metrics" or "health probes").
+func endpoint(t *testing.T, p *controlplane.Process, what string) string {
+	t.Helper()
+	if err := p.WaitForOutput(ctxFor(t, 30*time.Second), `"Serving `+what+`"`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range servingRE.FindAllStringSubmatch(p.Output(), -1) {
+		if m[1] == what {
+			return "http://" + m[2]
+		}
+	}
+	t.Fatalf("no %s address in output", what)
+	return ""
+}
+
+// httpGet returns the status code and body of url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// scrape parses the controller's /metrics into "name{labels}" -> value, with
+// labels in Prometheus text order.
+func scrape(t *testing.T, p *controlplane.Process) map[string]float64 {
+	t.Helper()
+	code, body := httpGet(t, endpoint(t, p, "metrics")+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// sumSeries adds the values of all series whose name and labels start with
+// prefix and contain every one of the label matchers.
+func sumSeries(m map[string]float64, prefix string, labels ...string) (float64, bool) {
+	var sum float64
+	found := false
+next:
+	for k, v := range m {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(k, l) {
+				continue next
+			}
+		}
+		sum += v
+		found = true
+	}
+	return sum, found
 }

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+)
+
+// inClusterNamespaceFile holds the pod's namespace when running in a pod.
+const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// leaderOptions are the leader-election flags, named as in
+// kube-controller-manager.
+type leaderOptions struct {
+	enabled           bool
+	leaseDuration     time.Duration
+	renewDeadline     time.Duration
+	retryPeriod       time.Duration
+	resourceName      string
+	resourceNamespace string
+}
+
+// validate applies client-go's own rules, which it would otherwise enforce
+// with a panic at startup.
+func (l *leaderOptions) validate() error {
+	if !l.enabled {
+		return nil
+	}
+	var errs []error
+	if l.leaseDuration <= 0 || l.renewDeadline <= 0 || l.retryPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration=%v, --leader-elect-renew-deadline=%v and --leader-elect-retry-period=%v must all be positive",
+			l.leaseDuration, l.renewDeadline, l.retryPeriod))
+	} else {
+		if l.leaseDuration <= l.renewDeadline {
+			errs = append(errs, fmt.Errorf("--leader-elect-lease-duration=%v must be greater than --leader-elect-renew-deadline=%v", l.leaseDuration, l.renewDeadline))
+		}
+		if min := time.Duration(leaderelection.JitterFactor * float64(l.retryPeriod)); l.renewDeadline <= min {
+			errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline=%v must be greater than %v (%.1f x --leader-elect-retry-period=%v)",
+				l.renewDeadline, min, leaderelection.JitterFactor, l.retryPeriod))
+		}
+	}
+	if l.resourceName == "" {
+		errs = append(errs, errors.New("--leader-elect-resource-name must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// namespace is where the Lease lives: the flag, else the pod's own
+// namespace, else "default".
+func (l *leaderOptions) namespace() string {
+	if l.resourceNamespace != "" {
+		return l.resourceNamespace
+	}
+	if b, err := os.ReadFile(inClusterNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b))
+	}
+	return "default"
+}
+
+// leaseAccess is what leader election needs, for the startup checks.
+func (l *leaderOptions) leaseAccess() []authorizationv1.ResourceAttributes {
+	if !l.enabled {
+		return nil
+	}
+	var out []authorizationv1.ResourceAttributes
+	for _, verb := range []string{"get", "create", "update"} {
+		out = append(out, authorizationv1.ResourceAttributes{
+			Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Namespace: l.namespace(), Name: l.resourceName,
+		})
+	}
+	// create cannot be restricted by name.
+	out[1].Name = ""
+	return out
+}
+
+// runWithLeaderElection runs work only while holding the Lease. Work gets a
+// context that ends on shutdown (ctx) or when the lease is lost. On
+// shutdown, work finishes first and the lease is released afterwards, so a
+// standby takes over at once without overlapping in-flight writes. Losing
+// the lease ends the process; its supervisor restarts it as a standby.
+func runWithLeaderElection(ctx context.Context, l leaderOptions, kube kubernetes.Interface, recorder record.EventRecorder,
+	adaptor *leaderelection.HealthzAdaptor, leading *atomic.Bool, work func(context.Context) error) error {
+	logger := klog.FromContext(ctx)
+	host, _ := os.Hostname()
+	id := host + "_" + string(uuid.NewUUID())
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, l.namespace(), l.resourceName,
+		kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id, EventRecorder: recorder})
+	if err != nil {
+		return fmt.Errorf("creating leader-election lock: %w", err)
+	}
+
+	// The elector's context outlives ctx until work is done, so the lease is
+	// released only after in-flight writes finish.
+	electorCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElector()
+	var workErr error
+	workDone := make(chan struct{})
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		Name:            l.resourceName,
+		LeaseDuration:   l.leaseDuration,
+		RenewDeadline:   l.renewDeadline,
+		RetryPeriod:     l.retryPeriod,
+		ReleaseOnCancel: true,
+		WatchDog:        adaptor,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leaseCtx context.Context) {
+				defer close(workDone)
+				leading.Store(true)
+				logger.Info("Became the leader", "identity", id, "lease", klog.KRef(l.namespace(), l.resourceName))
+				workCtx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				context.AfterFunc(leaseCtx, cancel)
+				workErr = work(workCtx)
+				stopElector() // release the lease now that work has stopped
+			},
+			OnStoppedLeading: func() {
+				leading.Store(false)
+				if ctx.Err() == nil {
+					logger.Error(nil, "Lost the leader lease; exiting so that a fresh process can rejoin as a standby", "identity", id)
+					klog.FlushAndExit(klog.ExitFlushTimeout, exitFailure)
+				}
+				logger.Info("Released the leader lease", "identity", id)
+			},
+			OnNewLeader: func(identity string) {
+				if identity != id {
+					logger.Info("Waiting for the leader lease; current leader", "leader", identity)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("configuring leader election: %w", err)
+	}
+	adaptor.SetLeaderElection(elector)
+
+	// A standby stops waiting as soon as it is asked to shut down.
+	context.AfterFunc(ctx, func() {
+		if !leading.Load() {
+			stopElector()
+		}
+	})
+	logger.Info("Waiting to acquire the leader lease", "lease", klog.KRef(l.namespace(), l.resourceName), "identity", id)
+	elector.Run(electorCtx)
+	select {
+	case <-workDone:
+		return workErr
+	default:
+		return nil
+	}
+}

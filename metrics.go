@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	// Registers client-go's metric hooks (REST client requests and latency,
+	// rate-limiter wait, workqueues, leader election) with legacyregistry.
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+)
+
+// The controller's own metrics, next to client-go's standard series.
+var (
+	syncsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "podtoip", Subsystem: "controller", Name: "syncs_total",
+		Help:           "Reconciles of pod keys, by result (success or error).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+	writesTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "podtoip", Subsystem: "controller", Name: "writes_total",
+		Help:           "Successful writes of PodToIp objects, by operation (create, update, delete).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"operation"})
+	registerOnce sync.Once
+)
+
+// registerMetrics registers the controller's metrics; the gauges read the
+// controller's caches when scraped, so they can never drift from them.
+func registerMetrics(c *Controller) {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(syncsTotal, writesTotal)
+		legacyregistry.RawMustRegister(
+			metrics.NewGaugeFunc(&metrics.GaugeOpts{
+				Namespace: "podtoip", Subsystem: "controller", Name: "mirrors",
+				Help:           "PodToIp objects managed by this controller, as seen in its cache.",
+				StabilityLevel: metrics.ALPHA,
+			}, func() float64 { return float64(c.managedMirrors()) }),
+			metrics.NewGaugeFunc(&metrics.GaugeOpts{
+				Namespace: "podtoip", Subsystem: "controller", Name: "foreign_objects",
+				Help:           "PodToIp objects under a pod's name that are not managed by this controller and are left alone.",
+				StabilityLevel: metrics.ALPHA,
+			}, func() float64 { return float64(c.foreignCount()) }),
+		)
+	})
+}
+
+// managedMirrors counts the managed PodToIps in the cache.
+func (c *Controller) managedMirrors() int {
+	n := 0
+	for _, obj := range c.mirrors.List() {
+		if isManaged(obj.(*PodToIp)) {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *Controller) foreignCount() int {
+	c.foreignMu.Lock()
+	defer c.foreignMu.Unlock()
+	return len(c.foreign)
+}
+
+// health answers the liveness and readiness probes.
+type health struct {
+	synced   []cache.InformerSynced
+	election *leaderelection.HealthzAdaptor // nil without leader election
+	leading  func() bool                    // nil without leader election
+}
+
+// healthz is liveness: it fails only when restarting would help, which is a
+// leader whose lease renewal is stuck.
+func (h *health) healthz(w http.ResponseWriter, r *http.Request) {
+	if h.election != nil {
+		if err := h.election.Check(r); err != nil {
+			http.Error(w, "leader election: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// readyz is readiness: both informer caches have synced. A standby is ready
+// (its caches are warm for a fast takeover) and says it waits for the lease.
+func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
+	for _, synced := range h.synced {
+		if !synced() {
+			http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	switch {
+	case h.leading == nil:
+		fmt.Fprintln(w, "ok")
+	case h.leading():
+		fmt.Fprintln(w, "ok: leader")
+	default:
+		fmt.Fprintln(w, "ok: standby, waiting for the leader lease")
+	}
+}
+
+// serve listens on addr ("0" disables) and serves handler until ctx ends.
+// It returns once listening, so a taken port is reported at startup.
+func serve(ctx context.Context, what, flagName, addr string, handler http.Handler) error {
+	if addr == "0" || addr == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serving %s on %s: %w; choose another address with %s, or 0 to disable", what, addr, err, flagName)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	klog.FromContext(ctx).Info("Serving "+what, "address", l.Addr().String())
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "Serving "+what+" failed")
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	return nil
+}
+
+// metricsHandler serves Prometheus text at /metrics.
+func metricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", legacyregistry.Handler())
+	return mux
+}
+
+func (h *health) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", h.healthz)
+	mux.HandleFunc("/livez", h.healthz)
+	mux.HandleFunc("/readyz", h.readyz)
+	return mux
+}
+
