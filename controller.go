@@ -379,4 +379,3 @@ func (c *Controller) clearForeign(key cache.ObjectName) {
 	defer c.foreignMu.Unlock()
 	delete(c.foreign, key)
 }
-

@@ -154,7 +154,10 @@ func TestSyncCreatesUpdatesDeletes(t *testing.T) {
 	f.expectActions()
 
 	// IP changes: one update.
-	pod2 := testPod(func(p *corev1.Pod) { p.Status.PodIP = "10.244.0.6"; p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.6"}} })
+	pod2 := testPod(func(p *corev1.Pod) {
+		p.Status.PodIP = "10.244.0.6"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.6"}}
+	})
 	_ = f.pods.Update(pod2)
 	f.sync("web")
 	f.expectActions("update ns/web")

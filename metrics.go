@@ -150,4 +150,3 @@ func (h *health) handler() http.Handler {
 	mux.HandleFunc("/readyz", h.readyz)
 	return mux
 }
-

@@ -7,7 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-		"math/big"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"

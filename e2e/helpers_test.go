@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
-	"strconv"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +104,7 @@ func waitReady(t *testing.T, p *controlplane.Process) {
 
 type podOpt func(*corev1.Pod)
 
-func onNode(n string) podOpt  { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
+func onNode(n string) podOpt   { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
 func hostNetwork() podOpt      { return func(p *corev1.Pod) { p.Spec.HostNetwork = true } }
 func withName(n string) podOpt { return func(p *corev1.Pod) { p.Name = n } }
 

@@ -143,8 +143,8 @@ func TestForeignPodToIpLeftAlone(t *testing.T) {
 	ns := newNamespace(t)
 	foreign := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "example.com/v1", "kind": "PodToIp",
-		"metadata":   map[string]any{"name": "mine", "namespace": ns, "labels": map[string]any{"team": "net"}},
-		"podName":    "mine", "podUID": "hand-made", "podAddress": "10.244.9.9",
+		"metadata": map[string]any{"name": "mine", "namespace": ns, "labels": map[string]any{"team": "net"}},
+		"podName":  "mine", "podUID": "hand-made", "podAddress": "10.244.9.9",
 	}}
 	created, err := mirrors(ns).Create(t.Context(), foreign, metav1.CreateOptions{})
 	if err != nil {
