@@ -51,10 +51,16 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // newNamespace creates a namespace for one test.
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	name := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	name := strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(t.Name()))
 	if len(name) > 50 {
 		name = name[:50]
 	}
+	name = strings.Trim(name, "-")
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}
 	ns, err := cp.Kube.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
 	if err != nil {
