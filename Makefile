@@ -16,12 +16,14 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 APISERVER := $(TOOLS)/kube-apiserver
 ETCD      := $(TOOLS)/etcd
 
+include hack/image/image.mk
+
 # E2E_FLAGS lets you pass extra `go test` flags, e.g. E2E_FLAGS='-run Lifecycle -v'.
 E2E_FLAGS ?=
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/podtoip-controller.
@@ -43,7 +45,7 @@ $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum hack/tools/etcd/main.go
 	@$@ --version | head -1
 
 .PHONY: test
-test: test-unit test-e2e ## Run all tests: unit tests, then the end-to-end suite against a real API server.
+test: test-unit test-image test-e2e ## Run all tests: unit tests, the image check, then the end-to-end suite against a real API server.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (race detector on).
@@ -61,6 +63,7 @@ demo: build controlplane ## Start a throwaway control plane, run the controller 
 vet: ## Run go vet and gofmt checks on all modules.
 	$(GO) vet ./...
 	cd e2e && $(GO) vet ./...
+	cd hack/image && $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 
 .PHONY: clean

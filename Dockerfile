@@ -1,0 +1,24 @@
+# Container image for podtoip-controller.
+#
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t podtoip-controller .
+#
+# Without a Docker engine, `make image` builds an equivalent image as an OCI
+# layout (see hack/image).
+
+FROM golang:1.26 AS build
+ARG VERSION=dev
+WORKDIR /src
+# Download modules first so that this layer is cached across source edits.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /podtoip-controller .
+
+FROM gcr.io/distroless/static:nonroot
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="podtoip-controller" \
+      org.opencontainers.image.source="example.com/podtoip-controller" \
+      org.opencontainers.image.version="${VERSION}"
+COPY --from=build /podtoip-controller /podtoip-controller
+USER 65532:65532
+ENTRYPOINT ["/podtoip-controller"]

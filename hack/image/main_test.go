@@ -1,0 +1,258 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+func TestLayerTar(t *testing.T) {
+	bin := []byte("fake binary")
+	tarBytes, err := layerTar(layerFiles(bin))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type entry struct {
+		typeflag byte
+		mode     int64
+		uid, gid int
+		body     string
+	}
+	want := map[string]entry{
+		"etc/":               {tar.TypeDir, 0o755, 0, 0, ""},
+		"etc/group":          {tar.TypeReg, 0o644, 0, 0, group},
+		"etc/passwd":         {tar.TypeReg, 0o644, 0, 0, passwd},
+		"home/":              {tar.TypeDir, 0o755, 0, 0, ""},
+		"home/nonroot/":      {tar.TypeDir, 0o700, 65532, 65532, ""},
+		"podtoip-controller": {tar.TypeReg, 0o755, 0, 0, "fake binary"},
+		"tmp/":               {tar.TypeDir, 0o1777, 0, 0, ""},
+	}
+
+	tr := tar.NewReader(bytes.NewReader(tarBytes))
+	got := map[string]entry{}
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hdr.ModTime.Equal(epoch) {
+			t.Errorf("%s: mtime %v, want %v", hdr.Name, hdr.ModTime, epoch)
+		}
+		got[hdr.Name] = entry{hdr.Typeflag, hdr.Mode, hdr.Uid, hdr.Gid, string(body)}
+	}
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("missing %s", name)
+			continue
+		}
+		if g != w {
+			t.Errorf("%s: got %+v, want %+v", name, g, w)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("unexpected entry %s", name)
+		}
+	}
+
+	// The sticky bit must survive as os.ModeSticky for extractors.
+	tr = tar.NewReader(bytes.NewReader(tarBytes))
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Name == "tmp/" {
+			if m := hdr.FileInfo().Mode(); m&os.ModeSticky == 0 || m.Perm() != 0o777 || !m.IsDir() {
+				t.Errorf("/tmp mode %v, want drwxrwxrwt", m)
+			}
+		}
+	}
+}
+
+func TestLayerTarReproducible(t *testing.T) {
+	a, err := layerTar(layerFiles([]byte("x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := layerTar(layerFiles([]byte("x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Error("two layer tars from the same binary differ")
+	}
+}
+
+func TestPasswdGroupNonroot(t *testing.T) {
+	if !strings.Contains(passwd, "\nnonroot:x:65532:65532:") {
+		t.Errorf("passwd has no nonroot 65532 entry:\n%s", passwd)
+	}
+	if !strings.Contains(group, "\nnonroot:x:65532:") {
+		t.Errorf("group has no nonroot 65532 entry:\n%s", group)
+	}
+}
+
+func TestImageConfig(t *testing.T) {
+	c := imageConfig("v1.2.3", "example.com/src")
+	if c.User != "65532:65532" {
+		t.Errorf("User = %q", c.User)
+	}
+	if len(c.Entrypoint) != 1 || c.Entrypoint[0] != "/podtoip-controller" {
+		t.Errorf("Entrypoint = %q", c.Entrypoint)
+	}
+	if c.WorkingDir != "/" {
+		t.Errorf("WorkingDir = %q", c.WorkingDir)
+	}
+	if len(c.Env) != 1 || !strings.HasPrefix(c.Env[0], "PATH=") {
+		t.Errorf("Env = %q", c.Env)
+	}
+	for k, v := range map[string]string{
+		"org.opencontainers.image.title":   "podtoip-controller",
+		"org.opencontainers.image.source":  "example.com/src",
+		"org.opencontainers.image.version": "v1.2.3",
+	} {
+		if c.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, c.Labels[k], v)
+		}
+	}
+}
+
+// TestBuildImageRoundTrip writes an image with a fake binary to a layout and
+// reads it back with the checks verify uses (all but the ELF and --version
+// checks, which need a real static binary).
+func TestBuildImageRoundTrip(t *testing.T) {
+	bin := []byte("fake binary contents")
+	img, err := buildImage(bin, "v9", "example.com/src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mt, _ := img.MediaType(); mt != types.OCIManifestSchema1 {
+		t.Errorf("manifest media type %s", mt)
+	}
+
+	dir := filepath.Join(t.TempDir(), "image")
+	lp, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{refNameAnnotation: "podtoip-controller:v9"})); err != nil {
+		t.Fatal(err)
+	}
+
+	got, desc, err := readLayout(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Annotations[refNameAnnotation] != "podtoip-controller:v9" {
+		t.Errorf("ref name annotation = %q", desc.Annotations[refNameAnnotation])
+	}
+	cf, err := got.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkConfig(cf); err != nil {
+		t.Error(err)
+	}
+	if cf.Config.Labels[versionLabel] != "v9" {
+		t.Errorf("version label = %q", cf.Config.Labels[versionLabel])
+	}
+	gotBin, err := checkFiles(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(gotBin, bin) {
+		t.Errorf("binary in image = %q, want %q", gotBin, bin)
+	}
+
+	// Same binary, same digest.
+	again, err := buildImage(bin, "v9", "example.com/src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, _ := img.Digest()
+	d2, _ := again.Digest()
+	if d1 != d2 {
+		t.Errorf("image digest not reproducible: %s vs %s", d1, d2)
+	}
+}
+
+func TestCheckConfigRejectsRoot(t *testing.T) {
+	cf := &v1.ConfigFile{OS: "linux", Architecture: "amd64", Config: imageConfig("v1", "s")}
+	cf.Config.User = ""
+	cf.Config.Entrypoint = []string{"/bin/sh"}
+	err := checkConfig(cf)
+	if err == nil {
+		t.Fatal("checkConfig accepted a root user and a wrong entrypoint")
+	}
+	for _, s := range []string{"user", "entrypoint"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not mention %s", err, s)
+		}
+	}
+}
+
+func TestCheckStaticELF(t *testing.T) {
+	if err := checkStaticELF([]byte("#!/bin/sh\n")); err == nil || !strings.Contains(err.Error(), "not an ELF") {
+		t.Errorf("script: got %v, want a not-an-ELF error", err)
+	}
+	// A dynamically linked system binary must be rejected.
+	for _, p := range []string{"/bin/true", "/usr/bin/true"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if err := checkStaticELF(b); err == nil {
+			t.Logf("%s is static; skipping the dynamic case", p)
+		} else if !strings.Contains(err.Error(), "dynamic") {
+			t.Errorf("%s: unexpected error %v", p, err)
+		}
+		return
+	}
+	t.Log("no /bin/true; skipping the dynamic case")
+}
+
+func TestPrepareOutRefusesUnrelatedDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareOut(dir); err == nil {
+		t.Fatal("prepareOut would replace a directory that is not an OCI layout")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "keep.txt")); err != nil {
+		t.Fatal("prepareOut removed an unrelated file")
+	}
+
+	layoutDir := filepath.Join(t.TempDir(), "image")
+	if _, err := layout.Write(layoutDir, empty.Index); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareOut(layoutDir); err != nil {
+		t.Fatalf("prepareOut refused an OCI layout: %v", err)
+	}
+	if _, err := os.Stat(layoutDir); !os.IsNotExist(err) {
+		t.Errorf("old layout not removed: %v", err)
+	}
+}
