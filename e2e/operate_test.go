@@ -168,6 +168,9 @@ func TestLeaderElection(t *testing.T) {
 		}
 	}
 	leaderWrites := writesOf(t, leader)
+	if v, ok := sumSeries(scrape(t, leader), `leader_election_master_status{name="podtoip-controller"}`); !ok || v != 1 {
+		t.Errorf("leader_election_master_status on the leader = %v (present %v), want 1", v, ok)
+	}
 
 	// SIGKILL: the lease must expire; a standby takes over within the lease duration.
 	leader.Kill()
