@@ -93,14 +93,7 @@ func (t *writeTracker) pending(key cache.ObjectName, cached *PodToIp) bool {
 	return false
 }
 
-// forget drops any record for key, for when its pod and mirror are gone.
-func (t *writeTracker) forget(key cache.ObjectName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.m, key)
-}
-
-// len returns the number of unobserved writes, for tests and metrics.
+// len returns the number of unobserved writes, for tests.
 func (t *writeTracker) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -74,15 +74,16 @@ func (l *leaderOptions) leaseAccess() []authorizationv1.ResourceAttributes {
 	if !l.enabled {
 		return nil
 	}
-	var out []authorizationv1.ResourceAttributes
-	for _, verb := range []string{"get", "create", "update"} {
-		out = append(out, authorizationv1.ResourceAttributes{
-			Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Namespace: l.namespace(), Name: l.resourceName,
-		})
+	ns := l.namespace()
+	lease := func(verb, name string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: name}
 	}
-	// create cannot be restricted by name.
-	out[1].Name = ""
-	return out
+	// create cannot be restricted by name; get and update only touch our Lease.
+	return []authorizationv1.ResourceAttributes{
+		lease("get", l.resourceName),
+		lease("create", ""),
+		lease("update", l.resourceName),
+	}
 }
 
 // runWithLeaderElection runs work only while holding the Lease. Work gets a
