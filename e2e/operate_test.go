@@ -42,7 +42,16 @@ func TestMetricsAndProbes(t *testing.T) {
 	deletePod(t, ns, "m0", false)
 	waitNoMirror(t, ns, "m0")
 
-	m := scrape(t, p)
+	// The API server commits the DELETE before the controller reads its
+	// response and counts it, so wait for the controller's own tally.
+	var m map[string]float64
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		m = scrape(t, p)
+		d, _ := sumSeries(m, `podtoip_controller_writes_total{operation="delete"}`)
+		return d >= 1, nil
+	}); err != nil {
+		t.Fatalf("controller never counted its delete")
+	}
 	for _, series := range []string{
 		`workqueue_depth{name="podtoip"}`,
 		`workqueue_adds_total{name="podtoip"}`,
@@ -120,6 +129,21 @@ func writesOf(t *testing.T, p *controlplane.Process) float64 {
 	return v
 }
 
+// waitWrites returns p's write count once it reaches at least min. The API
+// server applies a write before the controller reads the response and counts
+// it, so a count read right after the effect is observed can lag by one.
+func waitWrites(t *testing.T, p *controlplane.Process, min float64) float64 {
+	t.Helper()
+	var v float64
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		v = writesOf(t, p)
+		return v >= min, nil
+	}); err != nil {
+		t.Fatalf("controller counted %v writes, want at least %v", v, min)
+	}
+	return v
+}
+
 // TestLeaderElection runs three replicas: exactly one writes; a SIGKILLed
 // leader is replaced within the lease duration; a SIGTERMed leader releases
 // the lease so a standby takes over within about the retry period.
@@ -162,6 +186,7 @@ func TestLeaderElection(t *testing.T) {
 	for i := range 10 {
 		waitMirrorIPs(t, ns, fmt.Sprintf("a%d", i), fmt.Sprintf("10.244.30.%d", i+1))
 	}
+	waitWrites(t, leader, 10)
 	for _, r := range replicas {
 		if w := writesOf(t, r); (r == leader) != (w > 0) {
 			t.Errorf("replica (leader=%v) wrote %v times", r == leader, w)
@@ -185,7 +210,7 @@ func TestLeaderElection(t *testing.T) {
 	for i := range 5 {
 		waitMirrorIPs(t, ns, fmt.Sprintf("b%d", i), fmt.Sprintf("10.244.31.%d", i+1))
 	}
-	secondWrites := writesOf(t, second)
+	secondWrites := waitWrites(t, second, 5)
 
 	// SIGTERM: the leader finishes, releases the lease, and exits 0; the last
 	// standby takes over in about the retry period, not the lease duration.
@@ -205,7 +230,7 @@ func TestLeaderElection(t *testing.T) {
 	}
 	runningPod(t, ns, "c0", []string{"10.244.32.1"})
 	waitMirrorIPs(t, ns, "c0", "10.244.32.1")
-	thirdWrites := writesOf(t, third)
+	thirdWrites := waitWrites(t, third, 1)
 
 	// Every write the API server saw came from whichever replica led at the time.
 	server := podtoipRequests(t).Sub(before).Writes()
