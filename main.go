@@ -159,6 +159,9 @@ func run(ctx context.Context, o options) error {
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 
+	access := newAccessTracker(ctx, "pods", "podtoips")
+	cfg.Wrap(access.wrap)
+
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return fmt.Errorf("building HTTP client for %s: %w", cfg.Host, err)
@@ -200,7 +203,7 @@ func run(ctx context.Context, o options) error {
 	// Every replica serves probes and metrics and warms its caches; only the
 	// leader runs workers.
 	var leading atomic.Bool
-	h := &health{synced: []cache.InformerSynced{podInformer.Informer().HasSynced, mirrorInformer.HasSynced}}
+	h := &health{synced: []cache.InformerSynced{podInformer.Informer().HasSynced, mirrorInformer.HasSynced}, access: access}
 	var adaptor *leaderelection.HealthzAdaptor
 	if o.leader.enabled {
 		adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)

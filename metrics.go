@@ -75,6 +75,7 @@ func (c *Controller) foreignCount() int {
 // health answers the liveness and readiness probes.
 type health struct {
 	synced   []cache.InformerSynced
+	access   *accessTracker // nil: not checked
 	election *leaderelection.HealthzAdaptor // nil without leader election
 	leading  func() bool                    // nil without leader election
 }
@@ -91,12 +92,19 @@ func (h *health) healthz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// readyz is readiness: both informer caches have synced. A standby is ready
-// (its caches are warm for a fast takeover) and says it waits for the lease.
+// readyz is readiness: both informer caches have synced and the API server
+// is not refusing the calls the controller needs. A standby is ready (its
+// caches are warm for a fast takeover) and says it waits for the lease.
 func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 	for _, synced := range h.synced {
 		if !synced() {
 			http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	if h.access != nil {
+		if err := h.access.check(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 	}
