@@ -35,7 +35,7 @@ func TestAccessTracker(t *testing.T) {
 
 	a.record(req("GET", "/api/v1/pods?watch=true"), http.StatusOK)
 	a.record(req("POST", "/api/v1/namespaces/ns/events"), http.StatusForbidden) // not watched
-	a.record(req("GET", "/api/v1/pods"), http.StatusInternalServerError)       // not about access
+	a.record(req("GET", "/api/v1/pods"), http.StatusInternalServerError)        // not about access
 	if err := a.check(); err != nil {
 		t.Fatalf("check() = %v, want nil", err)
 	}

@@ -75,7 +75,7 @@ func (c *Controller) foreignCount() int {
 // health answers the liveness and readiness probes.
 type health struct {
 	synced   []cache.InformerSynced
-	access   *accessTracker // nil: not checked
+	access   *accessTracker                 // nil: not checked
 	election *leaderelection.HealthzAdaptor // nil without leader election
 	leading  func() bool                    // nil without leader election
 }
