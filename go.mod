@@ -3,6 +3,7 @@ module example.com/podtoip-controller
 go 1.26.0
 
 require (
+	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.37.1
 	k8s.io/apimachinery v0.37.1
 	k8s.io/client-go v0.37.1
