@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// TestFaultChurn: 200 pods, then 200 interleaved changes (100 deletes, 50
+// IP changes, 50 recreations under the same name), with unmanaged PodToIps
+// under the names of pods in each group. The mirrors converge within 10 s
+// of the last change, and then the controller is quiet: 30 s without a
+// single write, as counted by the API server.
+func TestFaultChurn(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFleet(ns, 1)
+	foreign := foreignObjects{}
+	// Unmanaged PodToIps under the names the fleet will give pods 10, 20
+	// and 30 (deleted, IP changed and recreated below), and one without a
+	// pod: the controller must leave all of them alone throughout.
+	for _, name := range []string{"p-0010", "p-0020", "p-0030", "not-a-pod"} {
+		addForeign(t, foreign, ns, name)
+	}
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+	f.populate(t, 200)
+	waitConverged(t, 30*time.Second, foreign, ns)
+
+	// Each pod gets at most one change; the order is random.
+	type change struct {
+		kind string
+		pod  *fleetPod
+	}
+	var plan []change
+	rest := []string{}
+	for _, n := range f.liveNames() {
+		if _, ok := foreign[ns+"/"+n]; !ok {
+			rest = append(rest, n)
+		}
+	}
+	f.rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	groups := []struct {
+		kind    string
+		n       int
+		foreign string
+	}{{"delete", 100, "p-0010"}, {"ip change", 50, "p-0020"}, {"recreate", 50, "p-0030"}}
+	for _, g := range groups {
+		plan = append(plan, change{g.kind, f.get(g.foreign)})
+		for _, n := range rest[:g.n-1] {
+			plan = append(plan, change{g.kind, f.get(n)})
+		}
+		rest = rest[g.n-1:]
+	}
+	f.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+
+	start := time.Now()
+	work := make(chan change)
+	errs := make(chan error, len(plan))
+	var wg sync.WaitGroup
+	terminating := 0
+	var mu sync.Mutex
+	for range 4 {
+		wg.Go(func() {
+			for c := range work {
+				var err error
+				switch c.kind {
+				case "delete":
+					// Half of the pods on a node are deleted gracefully and
+					// stay Terminating; their mirrors must go all the same.
+					force := c.pod.node == "" || c.pod.name < "p-0100"
+					if !force {
+						mu.Lock()
+						terminating++
+						mu.Unlock()
+					}
+					err = f.remove(t.Context(), c.pod, force)
+				case "ip change":
+					err = f.changeIP(t.Context(), c.pod)
+				case "recreate":
+					err = f.recreate(t.Context(), c.pod)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for _, c := range plan {
+		work <- c
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	lastChange := time.Now()
+	t.Logf("applied %d changes (%d deletes leaving the pod Terminating) in %v", len(plan), terminating, lastChange.Sub(start).Round(time.Millisecond))
+
+	took := waitConverged(t, 10*time.Second, foreign, ns)
+	t.Logf("converged %v after the last change", took.Round(time.Millisecond))
+
+	// Converged means nothing is left to do: an idle controller must not
+	// write at all (no resync rewrites, no retry loops, no flapping).
+	before := podtoipRequests(t)
+	w0 := controllerWrites(t, p)
+	hold(t, 30*time.Second)
+	if d := podtoipRequests(t).Sub(before); d.Writes() != 0 {
+		t.Errorf("%v writes to podtoips in 30 s of idle after convergence, want 0: %v", d.Writes(), d)
+	}
+	if w := controllerWrites(t, p); w != w0 {
+		t.Errorf("controller counted %v writes while idle, want 0", w-w0)
+	}
+	mustBeRunning(t, p, "after churn")
+}
+
+// TestFaultFighter: another client fights the controller for 30 s at 20
+// operations per second, rewriting addresses, stripping owner references
+// and deleting mirrors. The controller's optimistic-concurrency updates meet
+// 409 conflicts; every mirror is restored within 5 s of the fighter
+// stopping, and the unmanaged PodToIp is never touched.
+func TestFaultFighter(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFleet(ns, 6)
+	foreign := foreignObjects{}
+	addForeign(t, foreign, ns, "p-0005")
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+	f.populate(t, 100)
+	waitConverged(t, 30*time.Second, foreign, ns)
+
+	var targets []string
+	for _, n := range f.liveNames() {
+		if _, ok := foreign[ns+"/"+n]; !ok {
+			targets = append(targets, n)
+		}
+	}
+	before := podtoipRequests(t)
+	w0 := controllerWrites(t, p)
+	counts := map[string]int{}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		name := targets[f.intn(len(targets))]
+		var err error
+		kind := []string{"rewrite", "strip owner", "delete"}[i%3]
+		switch kind {
+		case "rewrite":
+			// Two writes back to back: the controller reacts to the first
+			// while the second lands, so its update carries a stale
+			// resourceVersion and meets a 409 Conflict.
+			patch := fmt.Sprintf(`{"podAddress":"10.99.%d.%d","podIPs":["10.99.%d.%d"]}`, i/250, i%250, i/250, i%250)
+			if _, err = mirrors(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+				_, err = mirrors(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"nodeName":"elsewhere"}`), metav1.PatchOptions{})
+			}
+		case "strip owner":
+			_, err = mirrors(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{})
+		case "delete":
+			err = mirrors(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		}
+		switch {
+		case err == nil:
+			counts[kind]++
+		case apierrors.IsNotFound(err):
+			counts["missed (mirror being restored)"]++
+		case ctx.Err() != nil:
+		default:
+			t.Fatalf("fighter %s of %s: %v", kind, name, err)
+		}
+	}
+	t.Logf("fighter: %v", counts)
+
+	took := waitConverged(t, 5*time.Second, foreign, ns)
+	t.Logf("every mirror restored %v after the fighter stopped", took.Round(time.Millisecond))
+	server := podtoipRequests(t).Sub(before)
+	t.Logf("API server podtoips requests during the fight: %v (the controller's updates that met a conflict: %v); controller writes %v",
+		server, server["PUT 409"], controllerWrites(t, p)-w0)
+	mustBeRunning(t, p, "after the fight")
+}
+
+var queuedRE = regexp.MustCompile(`"Shutting down: finishing in-flight work" queued=(\d+)`)
+
+// TestFaultGracefulStop: SIGTERM while pods are created and changed as fast
+// as the API server takes them. The controller exits 0 within 10 s; the next
+// start converges without a duplicate create (POST 409) and without any 404
+// or 409 at all, as counted by the API server.
+func TestFaultGracefulStop(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFleet(ns, 8)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+	f.populate(t, 50)
+	waitConverged(t, 30*time.Second, nil, ns)
+
+	// Heavy churn: eight unpaced lanes.
+	c := startChurn(t, f, 8, time.Millisecond, 50, 400)
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		n := 0
+		for _, v := range c.counts {
+			n += v
+		}
+		return n >= 300, nil
+	}); err != nil {
+		t.Fatalf("churn did not get going: %v", err)
+	}
+
+	sent := time.Now()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, err := p.Wait(ctxFor(t, 10*time.Second))
+	exitTook := time.Since(sent)
+	if err != nil || code != 0 {
+		t.Fatalf("SIGTERM during churn: exit %d, %v after %v; want exit 0 within 10 s\n%s", code, err, exitTook, tail(p.Output(), 30))
+	}
+	queued := "?"
+	if m := queuedRE.FindStringSubmatch(p.Output()); m != nil {
+		queued = m[1]
+	}
+	t.Logf("exited 0 %v after SIGTERM, with %s keys still queued", exitTook.Round(time.Millisecond), queued)
+	c.stop(t)
+
+	before := podtoipRequests(t)
+	p2 := startController(t, "--namespace", ns)
+	waitReady(t, p2)
+	took := waitConverged(t, 30*time.Second, nil, ns)
+	t.Logf("the next start converged in %v (after it started its workers)", took.Round(time.Millisecond))
+	// Stop it so that every request it made is in the counters.
+	if code, err := p2.Stop(30 * time.Second); err != nil || code != 0 {
+		t.Fatalf("graceful stop of the second run: exit %d, %v", code, err)
+	}
+	delta := podtoipRequests(t).Sub(before)
+	t.Logf("second run: podtoips requests %v", delta)
+	if delta["POST 409"] != 0 {
+		t.Errorf("%v duplicate creates (POST 409) in the second run", delta["POST 409"])
+	}
+	for k, v := range delta {
+		if strings.HasSuffix(k, " 404") || strings.HasSuffix(k, " 409") {
+			t.Errorf("second run: %v requests %q, want none", v, k)
+		}
+	}
+}
