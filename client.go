@@ -58,7 +58,7 @@ func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (
 	// Custom resources are served as JSON only.
 	c.ContentType = runtime.ContentTypeJSON
 	c.AcceptContentTypes = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = codecs.WithoutConversion()
+	c.NegotiatedSerializer = fastNegotiator{codecs.WithoutConversion()}
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
