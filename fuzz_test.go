@@ -356,7 +356,9 @@ var (
 // arbitrary bytes may lose them; nothing else may change.
 var wireEqual = conversion.EqualitiesOrDie(
 	func(a, b metav1.Time) bool { return a.Unix() == b.Unix() },
-	func(a, b metav1.MicroTime) bool { return a.Truncate(time.Microsecond).Equal(b.Truncate(time.Microsecond)) },
+	func(a, b metav1.MicroTime) bool {
+		return a.Truncate(time.Microsecond).Equal(b.Truncate(time.Microsecond))
+	},
 	func(a, b metav1.FieldsV1) bool {
 		var ca, cb bytes.Buffer
 		if json.Compact(&ca, a.Raw) != nil || json.Compact(&cb, b.Raw) != nil {
