@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -144,34 +145,78 @@ func mirrorChanged(old, cur *corev1.Pod) bool {
 
 // slimPod is the pod informer's transform: it keeps only what the mirror
 // needs, so the cache holds a few hundred bytes per pod instead of the full
-// object. It runs as objects are decoded, before they are stored.
+// object. It runs as objects are decoded (also while the initial list
+// streams in), before they are stored. Strings that repeat across pods
+// (namespace, node, phase) are interned so each is stored once.
 func slimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
+	var ips []corev1.PodIP
+	if len(pod.Status.PodIPs) > 0 {
+		ips = make([]corev1.PodIP, len(pod.Status.PodIPs))
+		for i, ip := range pod.Status.PodIPs {
+			ips[i] = corev1.PodIP{IP: ip.IP}
+		}
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              pod.Name,
-			Namespace:         pod.Namespace,
+			Namespace:         intern(pod.Namespace),
 			UID:               pod.UID,
 			ResourceVersion:   pod.ResourceVersion,
 			DeletionTimestamp: pod.DeletionTimestamp,
 		},
-		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName},
+		Spec: corev1.PodSpec{NodeName: intern(pod.Spec.NodeName)},
 		Status: corev1.PodStatus{
-			Phase:  pod.Status.Phase,
+			Phase:  corev1.PodPhase(intern(string(pod.Status.Phase))),
 			PodIP:  pod.Status.PodIP,
-			PodIPs: pod.Status.PodIPs,
+			PodIPs: ips,
 		},
 	}, nil
 }
 
-// slimMirror is the PodToIp informer's transform: managedFields are never
-// read by the controller and are most of a small object's size.
+// slimMirror is the PodToIp informer's transform. managedFields are never
+// read by the controller and are most of a small object's size. The label
+// map and owner reference strings that every managed mirror carries are
+// replaced by shared copies: cached objects are never modified (writes start
+// from a DeepCopy), so sharing them is safe.
 func slimMirror(obj any) (any, error) {
-	if m, ok := obj.(*PodToIp); ok {
-		m.ManagedFields = nil
+	m, ok := obj.(*PodToIp)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	m.ManagedFields = nil
+	m.TypeMeta = metav1.TypeMeta{}
+	m.Namespace = intern(m.Namespace)
+	m.NodeName = intern(m.NodeName)
+	if len(m.Labels) == 1 && m.Labels[managedByLabel] == controllerName {
+		m.Labels = managedLabels
+	}
+	for i := range m.OwnerReferences {
+		ref := &m.OwnerReferences[i]
+		if ref.APIVersion == "v1" && ref.Kind == "Pod" {
+			ref.APIVersion, ref.Kind = "v1", "Pod"
+		}
+		if ref.Controller != nil && *ref.Controller {
+			ref.Controller = &sharedTrue
+		}
+	}
+	return m, nil
+}
+
+// managedLabels and sharedTrue are shared by cached mirrors; never modify.
+var (
+	managedLabels = map[string]string{managedByLabel: controllerName}
+	sharedTrue    = true
+)
+
+// intern returns the canonical copy of a string that many cached objects
+// repeat, so the cache keeps one copy instead of one per object.
+func intern(s string) string {
+	if s == "" {
+		return s
+	}
+	return unique.Make(s).Value()
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"reflect"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,5 +176,43 @@ func TestSlimPodKeepsWhatTheMirrorNeeds(t *testing.T) {
 	// Tombstones and other objects pass through.
 	if got, _ := slimPod("other"); got != "other" {
 		t.Errorf("slimPod(non-pod) = %v", got)
+	}
+}
+
+func TestSlimMirrorSharesButNeverLeaksCommonParts(t *testing.T) {
+	isController := true
+	decoded := &PodToIp{
+		TypeMeta: metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "PodToIp"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web", Namespace: "default", ResourceVersion: "5",
+			Labels:          map[string]string{managedByLabel: controllerName},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "u", Controller: &isController}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: fieldManager}},
+		},
+		PodName: "web", PodUID: "u", PodAddress: "10.0.0.1", PodIPs: []string{"10.0.0.1"}, NodeName: "n1",
+	}
+	want := decoded.DeepCopy()
+	want.ManagedFields, want.TypeMeta = nil, metav1.TypeMeta{}
+	obj, _ := slimMirror(decoded)
+	m := obj.(*PodToIp)
+	if !equality.Semantic.DeepEqual(m, want) {
+		t.Fatalf("slimMirror changed what the controller reads:\n got %#v\nwant %#v", m, want)
+	}
+	if reflect.ValueOf(m.Labels).UnsafePointer() != reflect.ValueOf(managedLabels).UnsafePointer() {
+		t.Errorf("the usual label map is not shared")
+	}
+	// A write starts from applyDesired, which must not touch shared parts.
+	updated := applyDesired(m, desiredMirror(testPod()))
+	updated.Labels["extra"] = "x"
+	*updated.OwnerReferences[0].Controller = false
+	if len(managedLabels) != 1 || !sharedTrue || !*m.OwnerReferences[0].Controller {
+		t.Fatalf("a write modified shared cache state: labels %v, sharedTrue %v", managedLabels, sharedTrue)
+	}
+	// A user's extra label keeps the object's own map.
+	decoded2 := want.DeepCopy()
+	decoded2.Labels["team"] = "a"
+	obj, _ = slimMirror(decoded2)
+	if got := obj.(*PodToIp).Labels; len(got) != 2 {
+		t.Errorf("labels = %v", got)
 	}
 }
