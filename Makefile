@@ -55,6 +55,17 @@ test-unit: ## Run the unit tests (race detector on).
 test-e2e: build controlplane ## Run the end-to-end suite: real kube-apiserver + etcd, the real binary, kubectl.
 	cd e2e && $(GO) test -count=1 -timeout 20m $(E2E_FLAGS) ./...
 
+# N is the number of pods `make bench` creates (N=50000 works too, in ~10 minutes).
+N ?= 10000
+
+.PHONY: bench
+bench: build controlplane ## Benchmark the controller with its default flags on a throwaway control plane (N=10000 pods); writes _output/bench/bench-N.json.
+	cd e2e && $(GO) run ./cmd/bench -n $(N) -controller $(CURDIR)/$(BIN)
+
+.PHONY: bench-plots
+bench-plots: ## Draw docs/img/*.png from the results recorded in docs/bench/.
+	cd hack/benchplot && $(GO) run . -in $(CURDIR)/docs/bench -out $(CURDIR)/docs/img
+
 .PHONY: demo
 demo: build controlplane ## Start a throwaway control plane, run the controller on demo pods; Ctrl-C to stop and clean up.
 	cd e2e && $(GO) run ./cmd/demo
@@ -64,6 +75,7 @@ vet: ## Run go vet and gofmt checks on all modules.
 	$(GO) vet ./...
 	cd e2e && $(GO) vet ./...
 	cd hack/image && $(GO) vet ./...
+	cd hack/benchplot && $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 
 .PHONY: clean

@@ -1,0 +1,621 @@
+// Command bench measures podtoip-controller against a throwaway
+// kube-apiserver + etcd on loopback: how its cold start compares with the
+// fastest a plain client can create the same objects on this machine, what
+// it asks of the API server, its CPU and memory, and how quickly it follows
+// churn and deletions. It runs the real binary with its default flags.
+//
+//	go run ./cmd/bench -n 10000 -out ../_output/bench/bench-10000.json
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"example.com/podtoip-controller/e2e/controlplane"
+)
+
+const (
+	benchNamespace = "bench"
+	managedBy      = "app.kubernetes.io/managed-by"
+	controllerName = "podtoip-controller"
+)
+
+type options struct {
+	n           int
+	concurrency int
+	churnRate   int
+	churnFor    time.Duration
+	window      time.Duration
+	out         string
+	controller  string
+	extraArgs   string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.n, "n", 10000, "Number of pods.")
+	flag.IntVar(&o.concurrency, "concurrency", 32, "Requests in flight for setup, the raw create/delete loop and pod deletion.")
+	flag.IntVar(&o.churnRate, "churn-rate", 100, "Pod IP changes per second during the churn phase.")
+	flag.DurationVar(&o.churnFor, "churn-duration", 20*time.Second, "Length of the churn phase.")
+	flag.DurationVar(&o.window, "restart-window", 10*time.Second, "How long to count writes after the in-sync restart.")
+	flag.StringVar(&o.out, "out", "", "Write the results as JSON to this file (default: _output/bench/bench-N.json in the repository).")
+	flag.StringVar(&o.controller, "controller", "", "The podtoip-controller binary to measure (default: build it into bin/).")
+	flag.StringVar(&o.extraArgs, "controller-args", "", "Extra flags for the controller, space-separated, to compare settings (recorded runs use none: the defaults).")
+	flag.Parse()
+	if o.n < 1 || o.concurrency < 1 || o.churnRate < 1 || o.churnFor <= 0 {
+		fmt.Fprintln(os.Stderr, "error: -n, -concurrency, -churn-rate and -churn-duration must be positive")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench failed:", err)
+		os.Exit(1)
+	}
+}
+
+// bench holds what the phases share.
+type bench struct {
+	o      options
+	cp     *controlplane.ControlPlane
+	kube   kubernetes.Interface
+	http   *http.Client
+	obs    *observer
+	logDir string
+	pods   []benchPod
+	res    *Result
+}
+
+// benchPod is one pod as the benchmark created it.
+type benchPod struct {
+	name, node string
+	uid        types.UID
+	ips        []string
+}
+
+func run(ctx context.Context, o options) error {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if o.controller == "" {
+		if o.controller, err = controlplane.BuildController(root); err != nil {
+			return err
+		}
+	}
+	if o.out == "" {
+		o.out = filepath.Join(root, "_output", "bench", fmt.Sprintf("bench-%d.json", o.n))
+	}
+	logDir := filepath.Join(root, "_output", "bench", fmt.Sprintf("logs-%d", o.n))
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	cpLog, err := os.Create(filepath.Join(logDir, "controlplane.log"))
+	if err != nil {
+		return err
+	}
+	defer cpLog.Close()
+
+	step("Starting kube-apiserver + etcd on loopback (logs in %s)", logDir)
+	cp, err := controlplane.Start(controlplane.Options{Output: cpLog})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	if err := cp.InstallCRD(ctx); err != nil {
+		return err
+	}
+
+	// The benchmark's own client: no client-side limits, protobuf for pods.
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.UserAgent = "podtoip-bench"
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, cp: cp, kube: kube, http: httpClient, logDir: logDir, res: newResult(o, root, o.controller)}
+	b.obs = newObserver(httpClient, strings.TrimRight(cfg.Host, "/"))
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for _, phase := range []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"setup", b.setup},
+		{"raw", b.raw},
+		{"observe", func(context.Context) error { return b.obs.start(watchCtx) }},
+		{"cold", b.cold},
+		{"restart", b.restart},
+		{"churn", b.churn},
+		{"delete", b.delete},
+	} {
+		if err := phase.fn(ctx); err != nil {
+			return fmt.Errorf("phase %s: %w", phase.name, err)
+		}
+	}
+	b.res.evaluate()
+	b.res.print(os.Stdout)
+	if err := b.res.write(o.out); err != nil {
+		return err
+	}
+	step("Results written to %s", o.out)
+	return nil
+}
+
+func step(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s >> %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// podIPsFor gives pod i a unique IPv4 address, and every tenth pod an IPv6
+// one as well.
+func podIPsFor(i int) []string {
+	v4 := fmt.Sprintf("10.%d.%d.%d", 64+i>>16, (i>>8)&255, i&255)
+	if i%10 == 0 {
+		return []string{v4, fmt.Sprintf("fd00::%x", i+1)}
+	}
+	return []string{v4}
+}
+
+// statusPatch is a JSON merge patch setting a pod's phase and IPs (a merge
+// patch replaces the podIPs list instead of merging it).
+func statusPatch(ips []string) []byte {
+	type podIP struct {
+		IP string `json:"ip"`
+	}
+	var list []podIP
+	for _, ip := range ips {
+		list = append(list, podIP{ip})
+	}
+	b, _ := json.Marshal(map[string]any{"status": map[string]any{"phase": "Running", "podIP": ips[0], "podIPs": list}})
+	return b
+}
+
+// parallel runs fn(0..n-1) with c calls in flight and returns the first error.
+func parallel(ctx context.Context, n, c int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(c, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return ctx.Err()
+}
+
+// setup creates N pods and gives them IPs through the status subresource,
+// as a kubelet would.
+func (b *bench) setup(ctx context.Context) error {
+	step("Setup: creating %d pods with IPs (every tenth dual-stack)", b.o.n)
+	b.pods = make([]benchPod, b.o.n)
+	pods := b.kube.CoreV1().Pods(benchNamespace)
+	start := time.Now()
+	err := parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
+		p := benchPod{name: fmt.Sprintf("pod-%06d", i), node: fmt.Sprintf("node-%03d", i%100), ips: podIPsFor(i)}
+		created, err := pods.Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name},
+			Spec: corev1.PodSpec{
+				NodeName:   p.node,
+				Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating pod %s: %w", p.name, err)
+		}
+		p.uid = created.UID
+		if _, err := pods.Patch(ctx, p.name, types.MergePatchType, statusPatch(p.ips), metav1.PatchOptions{}, "status"); err != nil {
+			return fmt.Errorf("setting IPs of pod %s: %w", p.name, err)
+		}
+		b.pods[i] = p
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.res.Setup.Seconds = time.Since(start).Seconds()
+	step("Setup: %d pods in %.1fs", b.o.n, b.res.Setup.Seconds)
+	return nil
+}
+
+// mirrorJSON is a PodToIp exactly as the controller would create it.
+func (p benchPod) mirrorJSON() []byte {
+	obj := map[string]any{
+		"apiVersion": "example.com/v1",
+		"kind":       "PodToIp",
+		"metadata": map[string]any{
+			"name":      p.name,
+			"namespace": benchNamespace,
+			"labels":    map[string]string{managedBy: controllerName},
+			"ownerReferences": []map[string]any{{
+				"apiVersion": "v1", "kind": "Pod", "name": p.name, "uid": string(p.uid), "controller": true,
+			}},
+		},
+		"podName":    p.name,
+		"podUID":     string(p.uid),
+		"podAddress": p.ips[0],
+		"podIPs":     p.ips,
+		"nodeName":   p.node,
+	}
+	b, _ := json.Marshal(obj)
+	return b
+}
+
+// do sends one request and fails unless the response has the wanted code.
+func (b *bench) do(ctx context.Context, method, url string, body []byte, wantCode int) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != wantCode {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, msg)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return nil
+}
+
+// raw measures the physical limit: a plain loop creating N mirror-shaped
+// PodToIps with a fixed number of requests in flight and no client-side rate
+// limiting, then deleting them.
+func (b *bench) raw(ctx context.Context) error {
+	step("Limit: raw create loop, %d PodToIps, %d in flight, no client-side rate limit", b.o.n, b.o.concurrency)
+	base := strings.TrimRight(b.cp.Host(), "/") + "/apis/example.com/v1/namespaces/" + benchNamespace + "/podtoips"
+	start := time.Now()
+	err := parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
+		return b.do(ctx, http.MethodPost, base+"?fieldManager="+controllerName, b.pods[i].mirrorJSON(), http.StatusCreated)
+	})
+	if err != nil {
+		return err
+	}
+	b.res.Raw.CreateSeconds = time.Since(start).Seconds()
+	step("Limit: created in %.2fs (%.0f/s); deleting", b.res.Raw.CreateSeconds, float64(b.o.n)/b.res.Raw.CreateSeconds)
+	start = time.Now()
+	err = parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
+		return b.do(ctx, http.MethodDelete, base+"/"+b.pods[i].name, nil, http.StatusOK)
+	})
+	if err != nil {
+		return err
+	}
+	b.res.Raw.DeleteSeconds = time.Since(start).Seconds()
+	step("Limit: deleted in %.2fs (%.0f/s)", b.res.Raw.DeleteSeconds, float64(b.o.n)/b.res.Raw.DeleteSeconds)
+	return nil
+}
+
+// startController runs the binary with its defaults; only the listening
+// addresses are moved to free loopback ports.
+func (b *bench) startController(name string) (*controlplane.Process, error) {
+	args := append([]string{"--kubeconfig", b.cp.Kubeconfig,
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, strings.Fields(b.o.extraArgs)...)
+	return controlplane.StartProcess(b.o.controller, nil, filepath.Join(b.logDir, name+".log"), args...)
+}
+
+func (b *bench) requests(ctx context.Context) (controlplane.Requests, error) {
+	return b.cp.ResourceRequests(ctx, "podtoips")
+}
+
+var controllerProc *controlplane.Process
+
+// cold starts the controller with nothing mirrored and times it until the
+// watch has seen every mirror exactly right.
+func (b *bench) cold(ctx context.Context) error {
+	for _, p := range b.pods {
+		b.obs.setWant(key(benchNamespace, p.name), want{uid: string(p.uid), node: p.node, ips: p.ips})
+	}
+	before, err := b.requests(ctx)
+	if err != nil {
+		return err
+	}
+	step("Cold start: starting the controller with its default flags")
+	start := time.Now()
+	p, err := b.startController("cold")
+	if err != nil {
+		return err
+	}
+	controllerProc = p
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	n := b.o.n
+	done, err := b.obs.waitFor(waitCtx, func(o *observer) bool { return o.matched == n && len(o.cur) == n })
+	if err != nil {
+		return fmt.Errorf("waiting for %d mirrors: %w\n%s", n, err, tail(p.Output(), 20))
+	}
+	b.res.Cold.Seconds = done.Sub(start).Seconds()
+	usage, err := readProc(p.Cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	// Let the last responses reach the controller before reading counters.
+	after, err := b.settle(ctx, before)
+	if err != nil {
+		return err
+	}
+	b.res.Cold.Requests = after.Sub(before)
+	b.res.Cold.CPUSeconds = usage.cpuSeconds
+	b.res.Cold.RSSMiB = usage.rssMiB
+	b.res.Cold.PeakRSSMiB = usage.hwmMiB
+	b.res.Cold.Ratio = b.res.Cold.Seconds / b.res.Raw.CreateSeconds
+	step("Cold start: %d mirrors in %.2fs (%.2f x raw); CPU %.2fs, RSS %.1f MiB, peak %.1f MiB",
+		n, b.res.Cold.Seconds, b.res.Cold.Ratio, usage.cpuSeconds, usage.rssMiB, usage.hwmMiB)
+	return nil
+}
+
+// settle waits until the API server's podtoips counters stop moving for a
+// second, so a phase's request counts are complete.
+func (b *bench) settle(ctx context.Context, _ controlplane.Requests) (controlplane.Requests, error) {
+	last, err := b.requests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		cur, err := b.requests(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if sameCounts(cur, last) {
+			return cur, nil
+		}
+		last = cur
+	}
+}
+
+func sameCounts(a, b controlplane.Requests) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+var readyRE = regexp.MustCompile(`Starting workers`)
+
+// restart stops the converged controller with SIGTERM, starts it again and
+// counts its writes in the following window.
+func (b *bench) restart(ctx context.Context) error {
+	step("Restart: SIGTERM, then start again with everything in sync")
+	p := controllerProc
+	start := time.Now()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	code, err := p.Wait(waitCtx)
+	if err != nil {
+		return fmt.Errorf("controller did not exit after SIGTERM: %w", err)
+	}
+	b.res.Restart.ExitSeconds = time.Since(start).Seconds()
+	b.res.Restart.ExitCode = code
+
+	before, err := b.requests(ctx)
+	if err != nil {
+		return err
+	}
+	start = time.Now()
+	p, err = b.startController("restart")
+	if err != nil {
+		return err
+	}
+	controllerProc = p
+	if err := p.WaitForOutput(waitCtx, readyRE.String()); err != nil {
+		return fmt.Errorf("restarted controller did not start its workers: %w\n%s", err, tail(p.Output(), 20))
+	}
+	b.res.Restart.ReadySeconds = time.Since(start).Seconds()
+	// The window is a measurement interval, not synchronisation.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(start.Add(b.o.window))):
+	}
+	after, err := b.requests(ctx)
+	if err != nil {
+		return err
+	}
+	b.res.Restart.Requests = after.Sub(before)
+	b.res.Restart.Writes = b.res.Restart.Requests.Writes()
+	step("Restart: exit after %.2fs (code %d); workers after %.2fs; %v writes in %v",
+		b.res.Restart.ExitSeconds, code, b.res.Restart.ReadySeconds, b.res.Restart.Writes, b.o.window)
+	return nil
+}
+
+// churn changes pod IPs at a steady rate and times each change from the
+// acknowledgement of the status update to the first watch event showing the
+// new address on the mirror.
+func (b *bench) churn(ctx context.Context) error {
+	total := int(float64(b.o.churnRate) * b.o.churnFor.Seconds())
+	step("Churn: %d IP changes at %d/s", total, b.o.churnRate)
+	before, err := b.requests(ctx)
+	if err != nil {
+		return err
+	}
+	type change struct {
+		key, ip string
+		acked   time.Time
+	}
+	changes := make([]change, total)
+	pods := b.kube.CoreV1().Pods(benchNamespace)
+	// Spread the changes over distinct pods where there are enough.
+	stride := max(1, len(b.pods)/total)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	tick := time.NewTicker(time.Second / time.Duration(b.o.churnRate))
+	defer tick.Stop()
+	for i := range total {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		pi := (i * stride) % len(b.pods)
+		p := &b.pods[pi]
+		ips := slices.Clone(p.ips)
+		ips[0] = fmt.Sprintf("10.%d.%d.%d", 128+i>>16, (i>>8)&255, i&255)
+		p.ips = ips
+		k := key(benchNamespace, p.name)
+		b.obs.setWant(k, want{uid: string(p.uid), node: p.node, ips: ips})
+		b.obs.await(k, ips[0])
+		changes[i] = change{key: k, ip: ips[0]}
+		wg.Go(func() {
+			if _, err := pods.Patch(ctx, p.name, types.MergePatchType, statusPatch(ips), metav1.PatchOptions{}, "status"); err != nil {
+				failed.Store(err)
+				return
+			}
+			changes[i].acked = time.Now()
+		})
+	}
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		return err
+	}
+	// Wait (bounded) for every change to appear; what does not is missed.
+	n := b.o.n
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, _ = b.obs.waitFor(waitCtx, func(o *observer) bool { return o.matched == n })
+	after, err := b.settle(ctx, before)
+	if err != nil {
+		return err
+	}
+	var lat []float64
+	missed := 0
+	for _, c := range changes {
+		seen := b.obs.seenAt(c.key, c.ip)
+		if seen.IsZero() {
+			missed++
+			continue
+		}
+		// The mirror can be seen before the client reads the status
+		// update's response; that counts as no delay.
+		lat = append(lat, max(0, seen.Sub(c.acked).Seconds()*1000))
+	}
+	slices.Sort(lat)
+	b.res.Churn.Changes = total
+	b.res.Churn.Missed = missed
+	b.res.Churn.LatencyMs = summarize(lat)
+	b.res.Churn.Samples = lat
+	b.res.Churn.Requests = after.Sub(before)
+	step("Churn: p50 %.1fms p95 %.1fms p99 %.1fms max %.1fms, missed %d",
+		b.res.Churn.LatencyMs.P50, b.res.Churn.LatencyMs.P95, b.res.Churn.LatencyMs.P99, b.res.Churn.LatencyMs.Max, missed)
+	return nil
+}
+
+// delete removes every pod and times the last mirror's disappearance from
+// the acknowledgement of the last pod deletion.
+func (b *bench) delete(ctx context.Context) error {
+	step("Delete: deleting all %d pods", b.o.n)
+	before, err := b.requests(ctx)
+	if err != nil {
+		return err
+	}
+	pods := b.kube.CoreV1().Pods(benchNamespace)
+	zero := int64(0)
+	var mu sync.Mutex
+	var lastAck time.Time
+	start := time.Now()
+	err = parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
+		if err := pods.Delete(ctx, b.pods[i].name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			return fmt.Errorf("deleting pod %s: %w", b.pods[i].name, err)
+		}
+		now := time.Now()
+		mu.Lock()
+		if now.After(lastAck) {
+			lastAck = now
+		}
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	gone, err := b.obs.waitFor(waitCtx, func(o *observer) bool { return len(o.cur) == 0 })
+	if err != nil {
+		return fmt.Errorf("waiting for the mirrors to go: %w", err)
+	}
+	after, err := b.settle(ctx, before)
+	if err != nil {
+		return err
+	}
+	usage, _ := readProc(controllerProc.Cmd.Process.Pid)
+	b.res.Delete.PodsDeletedSeconds = lastAck.Sub(start).Seconds()
+	b.res.Delete.LastGoneAfterSeconds = max(0, gone.Sub(lastAck).Seconds())
+	b.res.Delete.Requests = after.Sub(before)
+	b.res.Delete.PeakRSSMiB = usage.hwmMiB
+	step("Delete: pods deleted in %.2fs; last mirror gone %.3fs after the last pod delete", b.res.Delete.PodsDeletedSeconds, b.res.Delete.LastGoneAfterSeconds)
+	if _, err := controllerProc.Stop(30 * time.Second); err != nil {
+		return err
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
