@@ -488,3 +488,17 @@ func controllerWrites(t *testing.T, p *controlplane.Process) float64 {
 	v, _ := sumSeries(scrape(t, p), "podtoip_controller_writes_total")
 	return v
 }
+
+// grepLines returns the last max lines of out that contain substr.
+func grepLines(out, substr string, max int) string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, substr) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > max {
+		lines = lines[len(lines)-max:]
+	}
+	return strings.Join(lines, "\n")
+}

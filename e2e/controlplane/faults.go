@@ -1,11 +1,16 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -75,31 +80,113 @@ func (cp *ControlPlane) CompactEtcd(ctx context.Context) (int64, error) {
 
 // StopAPIServerForRestart stops the API server (etcd keeps running and
 // keeps the data) so that StartAPIServerAndWait can bring the same server
-// back: same address and same serving certificate.
+// back: same address and same serving certificate. It sends SIGTERM and,
+// if the server has not exited after grace, SIGKILL. It reports whether the
+// server exited on its own.
 //
-// envtest's APIServer.Stop deletes its temporary certificate directory, and
-// APIServer.Start then mints a new serving CA in a new one: every client
-// holding the old CA (cp.Config, the kubeconfigs handed to controllers)
-// would fail TLS verification after a plain StopAPIServer/StartAPIServer.
-// The port is kept by envtest itself (SecureServing.Port stays set), and so
-// is the client-certificate CA, so existing client credentials keep working.
-// To keep the serving certificate too, copy the directory before stopping
-// and point the server at the copy.
-func (cp *ControlPlane) StopAPIServerForRestart() error {
+// Two things keep envtest's StopAPIServer/StartAPIServer from doing this:
+//
+//   - kube-apiserver's graceful shutdown waits for open connections for up
+//     to its request timeout (60 s by default) and does not end watch
+//     requests (--shutdown-watch-termination-grace-period=0), so any
+//     controller holding a watch keeps it alive that long. envtest waits 30 s
+//     (ControlPlaneStopTimeout), then kills it and returns an error.
+//   - APIServer.Stop deletes its temporary certificate directory and
+//     APIServer.Start then mints a new serving CA in a new one: every client
+//     holding the old CA (cp.Config, kubeconfigs handed to controllers)
+//     would fail TLS verification. The port is kept by envtest itself
+//     (SecureServing.Port stays set), and so is the client-certificate CA,
+//     so client credentials keep working. Keeping the serving certificate
+//     needs a copy of the directory, made before stopping, for the server
+//     to start from.
+func (cp *ControlPlane) StopAPIServerForRestart(grace time.Duration) (graceful bool, err error) {
 	api := cp.env.ControlPlane.APIServer
 	keep := filepath.Join(cp.Dir, "apiserver-certs")
 	if api.CertDir != keep {
 		if err := copyDir(api.CertDir, keep); err != nil {
-			return fmt.Errorf("saving the API server's certificates: %w", err)
+			return false, fmt.Errorf("saving the API server's certificates: %w", err)
 		}
 	}
-	if err := api.Stop(); err != nil {
-		return err
+	pid, err := apiServerPID(api.SecureServing.Port)
+	if err != nil {
+		return false, err
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return false, fmt.Errorf("signalling kube-apiserver (pid %d): %w", pid, err)
+	}
+	graceful = waitGone(pid, grace)
+	if !graceful {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if !waitGone(pid, 30*time.Second) {
+			return false, fmt.Errorf("kube-apiserver (pid %d) still running after SIGKILL", pid)
+		}
+	}
+	// The process is gone; let envtest clean up after it. Its own exit
+	// bookkeeping may lag the reaping by a moment, in which case it tries to
+	// signal a finished process; nothing is left to do then.
+	if err := api.Stop(); err != nil && !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH) {
+		api.CertDir = keep
+		return graceful, err
 	}
 	// A directory envtest did not create is neither removed on Stop nor
 	// regenerated on Start.
 	api.CertDir = keep
-	return nil
+	return graceful, nil
+}
+
+// apiServerPID finds the kube-apiserver this process started on port.
+func apiServerPID(port string) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) != "kube-apiserver" || !slices.Contains(args, "--secure-port="+port) {
+			continue
+		}
+		if ppid, err := parentPID(pid); err == nil && ppid == self {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no kube-apiserver child of this process serves port %s", port)
+}
+
+func parentPID(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ppid ...; comm may contain spaces, so cut after ")".
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(fields) < 2 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	return strconv.Atoi(fields[1])
+}
+
+// waitGone waits up to d for pid to exit and be reaped (envtest waits for
+// its child, so it is reaped as soon as it exits).
+func waitGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // StartAPIServerAndWait starts the API server stopped by

@@ -1,0 +1,201 @@
+package e2e
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"example.com/podtoip-controller/e2e/controlplane"
+)
+
+// startRelay puts a TCP relay in front of the shared API server and returns
+// it with a kubeconfig (admin credentials, the cluster CA) whose server is
+// the relay.
+func startRelay(t *testing.T) (*controlplane.Relay, string) {
+	t.Helper()
+	u, err := url.Parse(cp.Host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := controlplane.StartRelay(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = relay.Close() })
+	kc := kubeconfigWith(t, func(server *string, _ *[]byte) { *server = "https://" + relay.Addr() })
+	return relay, kc
+}
+
+// TestFaultNetwork runs the controller through a relay that resets its
+// connections, then delays every byte by 50-200 ms, then blackholes it for
+// 20 s while pods change. When the path comes back, the connections that
+// were established stay dead (as after a NAT or load balancer lost its
+// state): only client-go's HTTP/2 health check, with the binary's defaults,
+// can find that out. The mirrors must converge within 30 s of the restore.
+func TestFaultNetwork(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFleet(ns, 4)
+	relay, kc := startRelay(t)
+	p := startControllerAs(t, kc, "--namespace", ns)
+	waitReady(t, p)
+	f.populate(t, 100)
+	waitConverged(t, 30*time.Second, nil, ns)
+	c := startChurn(t, f, 2, 100*time.Millisecond, 80, 150)
+
+	// Connection resets: every in-flight request and both watches fail.
+	for i := range 5 {
+		hold(t, 1500*time.Millisecond)
+		n := relay.Cut()
+		t.Logf("cut %d: reset %d connections", i+1, n)
+	}
+	hold(t, time.Second)
+	c.hold()
+	took := waitConverged(t, 15*time.Second, nil, ns)
+	t.Logf("converged %v after the cuts", took.Round(time.Millisecond))
+	c.release()
+
+	// Latency on every byte, both ways.
+	relay.SetLatency(50*time.Millisecond, 200*time.Millisecond)
+	hold(t, 5*time.Second)
+	c.hold()
+	took = waitConverged(t, 20*time.Second, nil, ns)
+	t.Logf("converged %v with 50-200 ms latency", took.Round(time.Millisecond))
+	relay.SetLatency(0, 0)
+	c.release()
+	mustBeRunning(t, p, "after cuts and latency")
+
+	// A 20 s blackhole with changes made during it.
+	before := len(relay.Connections())
+	blackholed := time.Now()
+	relay.Blackhole()
+	hold(t, 20*time.Second)
+	c.stop(t)
+	dead := relay.RestoreNewConnections()
+	restored := time.Now()
+	t.Logf("blackhole: %v; %d connections left dead after the restore", restored.Sub(blackholed).Round(time.Millisecond), dead)
+	if dead == 0 {
+		t.Fatalf("no connection was open through the blackhole; the scenario did not test anything")
+	}
+
+	took = waitConverged(t, 30*time.Second, nil, ns)
+	t.Logf("converged %v after the restore", took.Round(time.Millisecond))
+	for i, s := range relay.Connections()[:before] {
+		if s.Dead {
+			if s.ClientGone.IsZero() {
+				t.Logf("dead connection %d: still held open by the controller", i)
+			} else {
+				t.Logf("dead connection %d: abandoned by the controller %v after the blackhole began (%v after the restore)",
+					i, s.ClientGone.Sub(blackholed).Round(time.Millisecond), s.ClientGone.Sub(restored).Round(time.Millisecond))
+			}
+		}
+	}
+	mustBeRunning(t, p, "after the blackhole")
+}
+
+// TestFaultExpiredWatches cuts the controller off, makes 500 pod writes and
+// 100 deletes it cannot see, compacts etcd to its current revision and
+// restarts the API server before restoring the path (a control-plane
+// upgrade during a partition). The resource versions its informers hold are
+// then gone: their watches fail with 410 Gone ("too old resource version")
+// and they must relist; the mirrors converge within 30 s of the restore.
+//
+// The restart is what expires the watches. Every watch is served from the
+// API server's watch cache, which keeps at least 75 s of events whatever
+// etcd has compacted, so after compaction alone the informers resume their
+// watches where they stopped (this test without the restart sees no 410
+// and no relist). A restarted API server's cache starts at the current
+// revision; with etcd compacted as well, no part of the server can serve
+// the old revisions.
+func TestFaultExpiredWatches(t *testing.T) {
+	ns := newNamespace(t)
+	f := newFleet(ns, 5)
+	relay, kc := startRelay(t)
+	// -v=4 shows the reflectors' "Watch closed ... too old resource version".
+	p := startControllerAs(t, kc, "--namespace", ns, "-v=4")
+	waitReady(t, p)
+	f.populate(t, 150)
+	waitConverged(t, 30*time.Second, nil, ns)
+
+	relay.Blackhole()
+	cutOff := time.Now()
+	writes := 0
+	for writes < 500 {
+		if f.size() < 200 && f.intn(2) == 0 {
+			if _, err := f.create(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			writes += 2 // the pod, then its IPs
+			continue
+		}
+		pod := f.pick()
+		err := f.changeIP(t.Context(), pod)
+		f.done(pod, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes++
+	}
+	for range 100 {
+		pod := f.pick()
+		err := f.remove(t.Context(), pod, pod.node == "" || f.intn(2) == 0)
+		f.done(pod, err == nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev, err := cp.CompactEtcd(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := cp.StartAPIServerAndWait(ctx); err != nil {
+				t.Errorf("bringing the API server back: %v", err)
+			}
+		}
+	})
+	if _, err := cp.StopAPIServerForRestart(2 * time.Second); err != nil {
+		restarted = true // nothing to bring back if it did not stop
+		t.Fatal(err)
+	}
+	err = cp.StartAPIServerAndWait(t.Context())
+	restarted = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cut off for %v: %d pod writes and 100 deletes, etcd compacted at revision %d, API server restarted",
+		time.Since(cutOff).Round(time.Millisecond), writes, rev)
+
+	logFrom := len(p.Output())
+	relay.Restore()
+	took := waitConverged(t, 30*time.Second, nil, ns)
+	t.Logf("converged %v after the restore", took.Round(time.Millisecond))
+
+	// Both informers were told their resource version is gone, and listed
+	// again.
+	out := p.Output()[logFrom:]
+	for _, typ := range []string{"*v1.Pod", "*main.PodToIp"} {
+		expired, relisted := 0, 0
+		for _, l := range strings.Split(out, "\n") {
+			if !strings.Contains(l, `type="`+typ+`"`) {
+				continue
+			}
+			if strings.Contains(l, "too old resource version") {
+				expired++
+			}
+			if strings.Contains(l, `"Caches populated"`) {
+				relisted++
+			}
+		}
+		t.Logf("%s informer after the restore: %d watch(es) expired (410), %d relist(s)", typ, expired, relisted)
+		if expired == 0 || relisted == 0 {
+			t.Errorf("%s informer: want its watch to expire and a relist; controller log since the restore:\n%s", typ, grepLines(out, "reflector", 40))
+		}
+	}
+	mustBeRunning(t, p, "after the restore")
+}
