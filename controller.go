@@ -11,8 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -50,7 +48,7 @@ type PodToIpsGetter interface {
 type Controller struct {
 	mirrorClient PodToIpsGetter
 
-	pods          corelisters.PodLister
+	pods          cache.Indexer // of *podInfo
 	podsSynced    cache.InformerSynced
 	mirrors       cache.Indexer
 	mirrorsSynced cache.InformerSynced
@@ -67,12 +65,13 @@ type Controller struct {
 
 // NewController wires the handlers of both informers to a new queue. The
 // informers must be started by the caller; Run waits for them to sync.
-func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer coreinformers.PodInformer,
+// The pod informer must use slimPod as its transform.
+func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer cache.SharedIndexInformer,
 	mirrorInformer cache.SharedIndexInformer, recorder record.EventRecorder) (*Controller, error) {
 	c := &Controller{
 		mirrorClient:  mirrorClient,
-		pods:          podInformer.Lister(),
-		podsSynced:    podInformer.Informer().HasSynced,
+		pods:          podInformer.GetIndexer(),
+		podsSynced:    podInformer.HasSynced,
 		mirrors:       mirrorInformer.GetIndexer(),
 		mirrorsSynced: mirrorInformer.HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -84,7 +83,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 		foreign:  map[cache.ObjectName]types.UID{},
 	}
 	logger := klog.FromContext(ctx)
-	if _, err := podInformer.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+	if _, err := podInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addPod,
 		UpdateFunc: c.updatePod,
 		DeleteFunc: c.deletePod,
@@ -105,11 +104,11 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 // syncHandler from the caches.
 
 func (c *Controller) addPod(obj any) {
-	c.queue.Add(cache.MetaObjectToName(obj.(*corev1.Pod)))
+	c.queue.Add(cache.MetaObjectToName(obj.(*podInfo)))
 }
 
 func (c *Controller) updatePod(oldObj, newObj any) {
-	old, cur := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
+	old, cur := oldObj.(*podInfo), newObj.(*podInfo)
 	if old.ResourceVersion == cur.ResourceVersion || !mirrorChanged(old, cur) {
 		return
 	}
@@ -117,7 +116,7 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 }
 
 func (c *Controller) deletePod(obj any) {
-	if pod, ok := unwrapTombstone(obj).(*corev1.Pod); ok {
+	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
 		c.queue.Add(cache.MetaObjectToName(pod))
 	}
 }
@@ -246,9 +245,9 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", key)
 	ctx = klog.NewContext(ctx, logger)
 
-	pod, err := c.pods.Pods(key.Namespace).Get(key.Name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading pod %s from cache: %w", key, err)
+	pod, err := c.cachedPod(key)
+	if err != nil {
+		return err
 	}
 	have, err := c.cachedMirror(key)
 	if err != nil {
@@ -280,6 +279,19 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	default:
 		return nil
 	}
+}
+
+// cachedPod returns the cached pod of key, or nil. The result is shared with
+// the cache and must not be modified.
+func (c *Controller) cachedPod(key cache.ObjectName) (*podInfo, error) {
+	obj, exists, err := c.pods.GetByKey(key.String())
+	if err != nil {
+		return nil, fmt.Errorf("reading pod %s from cache: %w", key, err)
+	}
+	if !exists {
+		return nil, nil
+	}
+	return obj.(*podInfo), nil
 }
 
 // cachedMirror returns the cached PodToIp of key, or nil. The result is
@@ -357,7 +369,7 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 
 // reportForeign tells users, once per object, that a PodToIp under a pod's
 // name is not ours and is left alone.
-func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *corev1.Pod, m *PodToIp) {
+func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *podInfo, m *PodToIp) {
 	c.foreignMu.Lock()
 	seen := c.foreign[key] == m.UID
 	c.foreign[key] = m.UID
@@ -368,7 +380,7 @@ func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, po
 	klog.FromContext(ctx).Info("Leaving alone a PodToIp that is not managed by this controller",
 		"podtoip", klog.KObj(m), "label", managedByLabel, "value", m.Labels[managedByLabel])
 	if pod != nil && c.recorder != nil {
-		c.recorder.Eventf(pod, corev1.EventTypeWarning, reasonNotManaged,
+		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonNotManaged,
 			"PodToIp %s exists but is not managed by %s (label %s=%q); it is left unchanged. Delete it to let the controller mirror this pod.",
 			key, controllerName, managedByLabel, m.Labels[managedByLabel])
 	}

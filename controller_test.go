@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -80,7 +79,7 @@ type fixture struct {
 	ctx      context.Context
 	c        *Controller
 	client   *fakeMirrors
-	pods     cache.Indexer
+	pods     podStore
 	mirrors  cache.Indexer
 	recorder *record.FakeRecorder
 }
@@ -89,13 +88,13 @@ func newFixture(t *testing.T) *fixture {
 	_, ctx := ktesting.NewTestContext(t)
 	f := &fixture{
 		t: t, ctx: ctx, client: &fakeMirrors{},
-		pods:     cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		pods:     newPodStore(),
 		mirrors:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		recorder: record.NewFakeRecorder(10),
 	}
 	f.c = &Controller{
 		mirrorClient:  f.client,
-		pods:          corelisters.NewPodLister(f.pods),
+		pods:          f.pods.Indexer,
 		podsSynced:    func() bool { return true },
 		mirrors:       f.mirrors,
 		mirrorsSynced: func() bool { return true },
@@ -148,7 +147,7 @@ func TestSyncCreatesUpdatesDeletes(t *testing.T) {
 	f.expectActions()
 
 	// The cache catches up (the informer reports the object).
-	m := f.cached(desiredMirror(pod), "m-1", "101")
+	m := f.cached(desiredFor(pod), "m-1", "101")
 	f.c.tracker.observe(cache.MetaObjectToName(m), m, false)
 	f.sync("web")
 	f.expectActions()
@@ -165,7 +164,7 @@ func TestSyncCreatesUpdatesDeletes(t *testing.T) {
 	f.expectActions()
 
 	// Pod deleted: one delete, not repeated while the cache lags.
-	_ = f.mirrors.Update(func() *PodToIp { x := applyDesired(m, desiredMirror(pod2)); x.ResourceVersion = "102"; return x }())
+	_ = f.mirrors.Update(func() *PodToIp { x := applyDesired(m, desiredFor(pod2)); x.ResourceVersion = "102"; return x }())
 	_ = f.pods.Delete(pod2)
 	f.sync("web")
 	f.expectActions("delete ns/web")
@@ -179,7 +178,7 @@ func TestSyncCreatesUpdatesDeletes(t *testing.T) {
 func TestSyncLeavesForeignMirrorAlone(t *testing.T) {
 	f := newFixture(t)
 	_ = f.pods.Add(testPod())
-	foreign := desiredMirror(testPod())
+	foreign := desiredFor(testPod())
 	foreign.Labels = map[string]string{"team": "net"}
 	foreign.PodAddress = "10.9.9.9"
 	f.cached(foreign, "m-1", "5")
@@ -218,11 +217,11 @@ func TestSyncToleratesStaleCacheErrors(t *testing.T) {
 		"create AlreadyExists": {apierrors.NewAlreadyExists(gr, "web"), func(f *fixture) { _ = f.pods.Add(testPod()) }},
 		"update Conflict": {apierrors.NewConflict(gr, "web", nil), func(f *fixture) {
 			_ = f.pods.Add(testPod())
-			stale := desiredMirror(testPod())
+			stale := desiredFor(testPod())
 			stale.PodAddress = "10.0.0.1"
 			f.cached(stale, "m-1", "7")
 		}},
-		"delete NotFound": {apierrors.NewNotFound(gr, "web"), func(f *fixture) { f.cached(desiredMirror(testPod()), "m-1", "7") }},
+		"delete NotFound": {apierrors.NewNotFound(gr, "web"), func(f *fixture) { f.cached(desiredFor(testPod()), "m-1", "7") }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
@@ -265,22 +264,22 @@ func TestUpdatePodFiltersIrrelevantChanges(t *testing.T) {
 	f := newFixture(t)
 	old := testPod()
 	same := old.DeepCopy() // resync: same resourceVersion
-	f.c.updatePod(old, same)
+	f.c.updatePod(toPodInfo(old), toPodInfo(same))
 	labels := old.DeepCopy()
 	labels.ResourceVersion = "11"
 	labels.Labels = map[string]string{"a": "b"}
-	f.c.updatePod(old, labels)
+	f.c.updatePod(toPodInfo(old), toPodInfo(labels))
 	if f.c.queue.Len() != 0 {
 		t.Fatalf("irrelevant updates were queued: %d", f.c.queue.Len())
 	}
 	ip := old.DeepCopy()
 	ip.ResourceVersion = "12"
 	ip.Status.PodIP = "10.1.1.1"
-	f.c.updatePod(old, ip)
+	f.c.updatePod(toPodInfo(old), toPodInfo(ip))
 	if f.c.queue.Len() != 1 {
 		t.Fatalf("IP change was not queued")
 	}
-	f.c.deletePod(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: old})
+	f.c.deletePod(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toPodInfo(old)})
 	if f.c.queue.Len() != 1 { // same key, deduplicated
 		t.Errorf("queue length = %d, want 1", f.c.queue.Len())
 	}

@@ -112,10 +112,10 @@ func FuzzDesiredMirror(f *testing.F) {
 		before := pod.DeepCopy()
 
 		want := specWantsMirror(pod)
-		if got := wantsMirror(pod); got != want {
+		if got := wantsMirrorFor(pod); got != want {
 			t.Fatalf("wantsMirror = %v, want %v for %+v", got, want, pod.Status)
 		}
-		m := desiredMirror(pod)
+		m := desiredFor(pod)
 		if !reflect.DeepEqual(pod, before) {
 			t.Fatalf("desiredMirror modified the pod:\n%+v\n%+v", pod, before)
 		}
@@ -123,17 +123,21 @@ func FuzzDesiredMirror(f *testing.F) {
 			t.Fatalf("desiredMirror = %+v, want a mirror: %v", m, want)
 		}
 
-		// The informer stores slim pods: they must yield the same mirror and
-		// must not look like a change of the pod.
+		// The informer stores slim pods: they must yield the same mirror, and
+		// slimming twice (the informer may apply its transform again to an
+		// object it already holds) must change nothing.
 		slimObj, err := slimPod(pod)
 		if err != nil {
 			t.Fatal(err)
 		}
-		slim := slimObj.(*corev1.Pod)
+		slim := slimObj.(*podInfo)
 		if !equivalentMirrors(desiredMirror(slim), m) {
 			t.Fatalf("slim pod's mirror %+v differs from the full pod's %+v", desiredMirror(slim), m)
 		}
-		if mirrorChanged(pod, slim) || mirrorChanged(slim, pod) {
+		if again, _ := slimPod(slim); again != any(slim) {
+			t.Fatal("slimPod is not idempotent")
+		}
+		if mirrorChanged(slim, toPodInfo(before)) {
 			t.Fatal("slimming a pod counts as a mirror change")
 		}
 		if m == nil {
@@ -144,7 +148,7 @@ func FuzzDesiredMirror(f *testing.F) {
 			m.PodAddress != podIP || m.NodeName != node {
 			t.Errorf("mirror %+v does not carry the pod's name, UID, address and node", m)
 		}
-		if !slices.Equal(m.PodIPs, specPodIPs(pod)) || !slices.Equal(podIPs(pod), specPodIPs(pod)) {
+		if !slices.Equal(m.PodIPs, specPodIPs(pod)) || !slices.Equal(podIPsFor(pod), specPodIPs(pod)) {
 			t.Errorf("mirror podIPs = %q, want %q (the pod's, in order)", m.PodIPs, specPodIPs(pod))
 		}
 		if m.APIVersion != GroupVersion.String() || m.Kind != "PodToIp" {
@@ -161,17 +165,19 @@ func FuzzDesiredMirror(f *testing.F) {
 			ref.Controller == nil || !*ref.Controller || ref.BlockOwnerDeletion != nil {
 			t.Errorf("owner reference = %+v, want a controller reference to the pod without blockOwnerDeletion", ref)
 		}
-		if needsUpdate(m, m.DeepCopy()) || needsUpdate(m, desiredMirror(pod)) {
+		if needsUpdate(m, m.DeepCopy()) || needsUpdate(m, desiredFor(pod)) {
 			t.Error("a mirror needs an update against itself")
 		}
 
-		// The mirror must not share memory with the pod (the pod is the
-		// informer's cached object).
-		for i := range m.PodIPs {
-			m.PodIPs[i] = "mutated"
+		// The mirror must not share memory with the cached pod.
+		fromCache := desiredMirror(slim)
+		slimBefore := *slim
+		slimBefore.PodIPs = slices.Clone(slim.PodIPs)
+		for i := range fromCache.PodIPs {
+			fromCache.PodIPs[i] = "mutated"
 		}
-		if !reflect.DeepEqual(pod, before) {
-			t.Fatal("the mirror's podIPs share memory with the pod")
+		if !reflect.DeepEqual(*slim, slimBefore) {
+			t.Fatal("the mirror's podIPs share memory with the cached pod")
 		}
 	})
 }
@@ -193,19 +199,19 @@ func FuzzMirrorChanged(f *testing.F) {
 		old := fuzzPod("web", "ns", uid1, node1, phase1, ip1, ips1, del1)
 		cur := fuzzPod("web", "ns", uid2, node2, phase2, ip2, ips2, del2)
 		oldCopy, curCopy := old.DeepCopy(), cur.DeepCopy()
-		changed := mirrorChanged(old, cur)
+		changed := mirrorChangedFor(old, cur)
 		if !reflect.DeepEqual(old, oldCopy) || !reflect.DeepEqual(cur, curCopy) {
 			t.Fatal("mirrorChanged modified its arguments")
 		}
-		if changed != mirrorChanged(cur, old) {
+		if changed != mirrorChangedFor(cur, old) {
 			t.Errorf("mirrorChanged is not symmetric")
 		}
-		if mirrorChanged(old, old.DeepCopy()) {
+		if mirrorChangedFor(old, old.DeepCopy()) {
 			t.Error("a pod changed compared with a copy of itself")
 		}
-		if !changed && !equivalentMirrors(desiredMirror(old), desiredMirror(cur)) {
+		if !changed && !equivalentMirrors(desiredFor(old), desiredFor(cur)) {
 			t.Errorf("update dropped by the filter changes the mirror:\nold %+v -> %+v\ncur %+v -> %+v",
-				old.Status, desiredMirror(old), cur.Status, desiredMirror(cur))
+				old.Status, desiredFor(old), cur.Status, desiredFor(cur))
 		}
 	})
 }
@@ -279,7 +285,7 @@ func FuzzApplyDesired(f *testing.F) {
 		if podIP == "" {
 			podIP = "10.0.0.1" // applyDesired is only called when a mirror is wanted
 		}
-		want := desiredMirror(fuzzPod(podName, "ns", podUID, podNode, "Running", podIP, podIPList, false))
+		want := desiredFor(fuzzPod(podName, "ns", podUID, podNode, "Running", podIP, podIPList, false))
 		if want == nil {
 			t.Fatal("no desired mirror for a running pod with an IP")
 		}

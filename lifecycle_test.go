@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
@@ -63,13 +62,6 @@ func (lw *memoryLW) send(t *testing.T, ev watch.Event) {
 	w.Action(ev.Type, ev.Object)
 }
 
-type memoryPodInformer struct{ inf cache.SharedIndexInformer }
-
-func (p memoryPodInformer) Informer() cache.SharedIndexInformer { return p.inf }
-func (p memoryPodInformer) Lister() corelisters.PodLister {
-	return corelisters.NewPodLister(p.inf.GetIndexer())
-}
-
 // TestControllerRunStopsEverything runs the controller on real informers
 // through startup, some work and a shutdown, and checks that neither the
 // controller nor its informers leave a goroutine behind once Run returns.
@@ -90,7 +82,7 @@ func TestControllerRunStopsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := &fakeMirrors{}
-	c, err := NewController(ctx, client, memoryPodInformer{pods}, mirrorInf, record.NewFakeRecorder(10))
+	c, err := NewController(ctx, client, pods, mirrorInf, record.NewFakeRecorder(10))
 	if err != nil {
 		t.Fatal(err)
 	}

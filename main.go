@@ -17,7 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -183,10 +183,14 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
-		informers.WithNamespace(o.namespace), informers.WithTransform(slimPod))
-	podInformer := factory.Core().V1().Pods()
-	mirrorInformer := newMirrorInformer(mirrorClient, o.namespace)
+	podInformer, err := newPodInformer(kube, o.namespace)
+	if err != nil {
+		return err
+	}
+	mirrorInformer, err := newMirrorInformer(mirrorClient, o.namespace)
+	if err != nil {
+		return err
+	}
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartStructuredLogging(3)
@@ -203,7 +207,7 @@ func run(ctx context.Context, o options) error {
 	// Every replica serves probes and metrics and warms its caches; only the
 	// leader runs workers.
 	var leading atomic.Bool
-	h := &health{synced: []cache.InformerSynced{podInformer.Informer().HasSynced, mirrorInformer.HasSynced}, access: access}
+	h := &health{synced: []cache.InformerSynced{podInformer.HasSynced, mirrorInformer.HasSynced}, access: access}
 	var adaptor *leaderelection.HealthzAdaptor
 	if o.leader.enabled {
 		adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
@@ -216,9 +220,8 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	factory.Start(ctx.Done())
+	go podInformer.RunWithContext(ctx)
 	go mirrorInformer.RunWithContext(ctx)
-	defer factory.Shutdown()
 
 	if !o.leader.enabled {
 		return controller.Run(ctx, o.workers)
@@ -228,21 +231,30 @@ func run(ctx context.Context, o options) error {
 	})
 }
 
+// newPodInformer builds the pod informer. Its cache keys pods by
+// namespace/name only (the controller never lists by namespace, so it needs
+// no index) and holds podInfo, not Pods.
+func newPodInformer(kube kubernetes.Interface, namespace string) (cache.SharedIndexInformer, error) {
+	inf := coreinformers.NewFilteredPodInformer(kube, namespace, 0, cache.Indexers{}, nil)
+	if err := inf.SetTransform(slimPod); err != nil {
+		return nil, fmt.Errorf("setting the pod transform: %w", err)
+	}
+	return inf, nil
+}
+
 // newMirrorInformer builds the PodToIp informer on the hand-written client.
-func newMirrorInformer(client *Client, namespace string) cache.SharedIndexInformer {
+func newMirrorInformer(client *Client, namespace string) (cache.SharedIndexInformer, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return client.PodToIps(namespace).List(ctx, opts)
 		},
 		WatchFuncWithContext: client.PodToIps(namespace).Watch,
 	}
-	inf := cache.NewSharedIndexInformerWithOptions(lw, &PodToIp{}, cache.SharedIndexInformerOptions{
-		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-	})
+	inf := cache.NewSharedIndexInformerWithOptions(lw, &PodToIp{}, cache.SharedIndexInformerOptions{})
 	if err := inf.SetTransform(slimMirror); err != nil {
-		panic(err) // only fails once the informer has started
+		return nil, fmt.Errorf("setting the PodToIp transform: %w", err)
 	}
-	return inf
+	return inf, nil
 }
 
 // loadConfig finds the client configuration: an explicit --kubeconfig must

@@ -19,31 +19,76 @@ const (
 	managedByLabel = "app.kubernetes.io/managed-by"
 )
 
+// podInfo is what the controller keeps of a pod: the pod informer's
+// transform (slimPod) replaces every decoded Pod by one, so the cache holds
+// about 300 bytes per pod instead of a Pod struct's 1.2 KB (and far more for
+// its spec and status contents). Of the embedded metadata only name,
+// namespace, UID, resourceVersion and deletionTimestamp are set; the
+// embedding makes it a metav1.Object for the informer's keys.
+type podInfo struct {
+	metav1.ObjectMeta
+	NodeName string
+	Phase    corev1.PodPhase
+	PodIP    string
+	// PodIPs is status.podIPs, primary first.
+	PodIPs []string
+}
+
+// toPodInfo keeps what the mirror needs of pod (nil for nil). Strings that
+// repeat across pods (namespace, node, phase) are interned so the cache
+// stores each once.
+func toPodInfo(pod *corev1.Pod) *podInfo {
+	if pod == nil {
+		return nil
+	}
+	var ips []string
+	if len(pod.Status.PodIPs) > 0 {
+		ips = make([]string, len(pod.Status.PodIPs))
+		for i, ip := range pod.Status.PodIPs {
+			ips[i] = ip.IP
+		}
+	}
+	return &podInfo{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              pod.Name,
+			Namespace:         intern(pod.Namespace),
+			UID:               pod.UID,
+			ResourceVersion:   pod.ResourceVersion,
+			DeletionTimestamp: pod.DeletionTimestamp,
+		},
+		NodeName: intern(pod.Spec.NodeName),
+		Phase:    corev1.PodPhase(intern(string(pod.Status.Phase))),
+		PodIP:    pod.Status.PodIP,
+		PodIPs:   ips,
+	}
+}
+
+// reference names the pod in events.
+func (p *podInfo) reference() *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion}
+}
+
 // wantsMirror is the one predicate that decides whether a pod is mirrored:
 // it must have an IP, must not be terminating and must not have finished.
-func wantsMirror(pod *corev1.Pod) bool {
+func wantsMirror(pod *podInfo) bool {
 	return pod != nil &&
-		pod.Status.PodIP != "" &&
+		pod.PodIP != "" &&
 		pod.DeletionTimestamp == nil &&
-		pod.Status.Phase != corev1.PodSucceeded &&
-		pod.Status.Phase != corev1.PodFailed
+		pod.Phase != corev1.PodSucceeded &&
+		pod.Phase != corev1.PodFailed
 }
 
 // podIPs returns all of a pod's IPs, primary first. The API server keeps
 // status.podIP and status.podIPs[0] equal; the fallback covers objects that
 // only carry podIP.
-func podIPs(pod *corev1.Pod) []string {
-	if len(pod.Status.PodIPs) == 0 {
-		if pod.Status.PodIP == "" {
+func podIPs(pod *podInfo) []string {
+	if len(pod.PodIPs) == 0 {
+		if pod.PodIP == "" {
 			return nil
 		}
-		return []string{pod.Status.PodIP}
+		return []string{pod.PodIP}
 	}
-	ips := make([]string, len(pod.Status.PodIPs))
-	for i, ip := range pod.Status.PodIPs {
-		ips[i] = ip.IP
-	}
-	return ips
+	return slices.Clone(pod.PodIPs)
 }
 
 // isManaged reports whether the controller owns a PodToIp. It is decided by
@@ -56,7 +101,7 @@ func isManaged(m *PodToIp) bool {
 // desiredMirror returns the PodToIp that should exist for pod, or nil if the
 // pod should have none. It only depends on the pod, so it can be compared
 // with the cached mirror to decide whether anything must be written.
-func desiredMirror(pod *corev1.Pod) *PodToIp {
+func desiredMirror(pod *podInfo) *PodToIp {
 	if !wantsMirror(pod) {
 		return nil
 	}
@@ -70,16 +115,16 @@ func desiredMirror(pod *corev1.Pod) *PodToIp {
 		},
 		PodName:    pod.Name,
 		PodUID:     pod.UID,
-		PodAddress: pod.Status.PodIP,
+		PodAddress: pod.PodIP,
 		PodIPs:     podIPs(pod),
-		NodeName:   pod.Spec.NodeName,
+		NodeName:   pod.NodeName,
 	}
 }
 
 // ownerRef makes the pod the mirror's controller. blockOwnerDeletion is left
 // unset: it would need extra permissions on pods and the mirror must never
 // hold up a pod's deletion.
-func ownerRef(pod *corev1.Pod) metav1.OwnerReference {
+func ownerRef(pod *podInfo) metav1.OwnerReference {
 	isController := true
 	return metav1.OwnerReference{
 		APIVersion: "v1",
@@ -135,46 +180,22 @@ func applyDesired(have, want *PodToIp) *PodToIp {
 // mirrorChanged reports whether a pod update can change its mirror. Updates
 // that cannot (most status changes, label edits, resyncs) are dropped in the
 // event handler instead of costing a queue round trip.
-func mirrorChanged(old, cur *corev1.Pod) bool {
+func mirrorChanged(old, cur *podInfo) bool {
 	return old.UID != cur.UID ||
 		wantsMirror(old) != wantsMirror(cur) ||
-		old.Spec.NodeName != cur.Spec.NodeName ||
-		old.Status.PodIP != cur.Status.PodIP ||
-		!slices.EqualFunc(old.Status.PodIPs, cur.Status.PodIPs, func(a, b corev1.PodIP) bool { return a.IP == b.IP })
+		old.NodeName != cur.NodeName ||
+		old.PodIP != cur.PodIP ||
+		!slices.Equal(old.PodIPs, cur.PodIPs)
 }
 
-// slimPod is the pod informer's transform: it keeps only what the mirror
-// needs, so the cache holds a few hundred bytes per pod instead of the full
-// object. It runs as objects are decoded (also while the initial list
-// streams in), before they are stored. Strings that repeat across pods
-// (namespace, node, phase) are interned so each is stored once.
+// slimPod is the pod informer's transform (see podInfo). It runs as objects
+// are decoded, also while the initial list streams in, before they are
+// stored; objects it already slimmed pass through unchanged.
 func slimPod(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
+	if pod, ok := obj.(*corev1.Pod); ok {
+		return toPodInfo(pod), nil
 	}
-	var ips []corev1.PodIP
-	if len(pod.Status.PodIPs) > 0 {
-		ips = make([]corev1.PodIP, len(pod.Status.PodIPs))
-		for i, ip := range pod.Status.PodIPs {
-			ips[i] = corev1.PodIP{IP: ip.IP}
-		}
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              pod.Name,
-			Namespace:         intern(pod.Namespace),
-			UID:               pod.UID,
-			ResourceVersion:   pod.ResourceVersion,
-			DeletionTimestamp: pod.DeletionTimestamp,
-		},
-		Spec: corev1.PodSpec{NodeName: intern(pod.Spec.NodeName)},
-		Status: corev1.PodStatus{
-			Phase:  corev1.PodPhase(intern(string(pod.Status.Phase))),
-			PodIP:  pod.Status.PodIP,
-			PodIPs: ips,
-		},
-	}, nil
+	return obj, nil
 }
 
 // slimMirror is the PodToIp informer's transform. managedFields are never

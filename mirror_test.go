@@ -2,13 +2,32 @@ package main
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/cache"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// The tests describe pods as users see them; these adapters slim them the
+// way the pod informer does before handing them to the code under test.
+func desiredFor(p *corev1.Pod) *PodToIp      { return desiredMirror(toPodInfo(p)) }
+func wantsMirrorFor(p *corev1.Pod) bool      { return wantsMirror(toPodInfo(p)) }
+func mirrorChangedFor(a, b *corev1.Pod) bool { return mirrorChanged(toPodInfo(a), toPodInfo(b)) }
+func podIPsFor(p *corev1.Pod) []string       { return podIPs(toPodInfo(p)) }
+
+// podStore is the pod cache of the unit tests: it stores slimmed pods.
+type podStore struct{ cache.Indexer }
+
+func newPodStore() podStore {
+	return podStore{cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})}
+}
+func (s podStore) Add(p *corev1.Pod) error    { return s.Indexer.Add(toPodInfo(p)) }
+func (s podStore) Update(p *corev1.Pod) error { return s.Indexer.Update(toPodInfo(p)) }
+func (s podStore) Delete(p *corev1.Pod) error { return s.Indexer.Delete(toPodInfo(p)) }
 
 func testPod(mut ...func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{
@@ -40,14 +59,14 @@ func TestWantsMirror(t *testing.T) {
 		"failed":          {testPod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), false},
 		"nil":             {nil, false},
 	} {
-		if got := wantsMirror(tc.pod); got != tc.want {
+		if got := wantsMirrorFor(tc.pod); got != tc.want {
 			t.Errorf("%s: wantsMirror = %v, want %v", name, got, tc.want)
 		}
 	}
 }
 
 func TestDesiredMirror(t *testing.T) {
-	m := desiredMirror(testPod())
+	m := desiredFor(testPod())
 	if m.Name != "web" || m.Namespace != "ns" || m.PodName != "web" || m.PodUID != "uid-1" ||
 		m.PodAddress != "10.244.0.5" || len(m.PodIPs) != 2 || m.PodIPs[1] != "fd00::5" || m.NodeName != "node-1" {
 		t.Errorf("desiredMirror = %+v", m)
@@ -61,17 +80,17 @@ func TestDesiredMirror(t *testing.T) {
 		t.Errorf("owner references = %+v", m.OwnerReferences)
 	}
 	// Only podIP set: podIPs falls back to it.
-	single := desiredMirror(testPod(func(p *corev1.Pod) { p.Status.PodIPs = nil }))
+	single := desiredFor(testPod(func(p *corev1.Pod) { p.Status.PodIPs = nil }))
 	if len(single.PodIPs) != 1 || single.PodIPs[0] != "10.244.0.5" {
 		t.Errorf("podIPs without status.podIPs = %v", single.PodIPs)
 	}
-	if desiredMirror(testPod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })) != nil {
+	if desiredFor(testPod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })) != nil {
 		t.Error("failed pod has a desired mirror")
 	}
 }
 
 func TestNeedsUpdate(t *testing.T) {
-	want := desiredMirror(testPod())
+	want := desiredFor(testPod())
 	for name, tc := range map[string]struct {
 		edit func(*PodToIp)
 		want bool
@@ -106,7 +125,7 @@ func TestNeedsUpdate(t *testing.T) {
 }
 
 func TestApplyDesiredKeepsUserMetadata(t *testing.T) {
-	want := desiredMirror(testPod())
+	want := desiredFor(testPod())
 	have := want.DeepCopy()
 	have.ResourceVersion = "42"
 	have.Labels = map[string]string{"team": "net", managedByLabel: controllerName}
@@ -140,7 +159,7 @@ func TestMirrorChanged(t *testing.T) {
 	} {
 		cur := base.DeepCopy()
 		tc.edit(cur)
-		if got := mirrorChanged(base, cur); got != tc.want {
+		if got := mirrorChangedFor(base, cur); got != tc.want {
 			t.Errorf("%s: mirrorChanged = %v, want %v", name, got, tc.want)
 		}
 	}
@@ -160,9 +179,12 @@ func TestSlimPodKeepsWhatTheMirrorNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slim := obj.(*corev1.Pod)
-	if slim.Labels != nil || slim.Annotations != nil || slim.ManagedFields != nil || slim.Spec.Containers != nil || slim.Status.Conditions != nil {
+	slim := obj.(*podInfo)
+	if slim.Labels != nil || slim.Annotations != nil || slim.ManagedFields != nil {
 		t.Errorf("slim pod keeps unneeded fields: %+v", slim)
+	}
+	if slim.NodeName != "node-1" || slim.Phase != corev1.PodRunning || slim.PodIP != "10.244.0.5" || !slices.Equal(slim.PodIPs, []string{"10.244.0.5", "fd00::5"}) {
+		t.Errorf("slim pod lost what the mirror needs: %+v", slim)
 	}
 	if slim.ResourceVersion != "10" || slim.UID != "uid-1" || slim.DeletionTimestamp == nil {
 		t.Errorf("slim pod lost metadata: %+v", slim.ObjectMeta)
@@ -170,8 +192,11 @@ func TestSlimPodKeepsWhatTheMirrorNeeds(t *testing.T) {
 	// The slim pod must yield exactly the same mirror as the full one.
 	full.DeletionTimestamp = nil
 	slim.DeletionTimestamp = nil
-	if needsUpdate(desiredMirror(slim), desiredMirror(full)) {
-		t.Errorf("slim pod mirror %+v differs from full pod mirror %+v", desiredMirror(slim), desiredMirror(full))
+	if needsUpdate(desiredMirror(slim), desiredFor(full)) {
+		t.Errorf("slim pod mirror %+v differs from full pod mirror %+v", desiredMirror(slim), desiredFor(full))
+	}
+	if again, _ := slimPod(slim); again != any(slim) {
+		t.Errorf("slimPod(slim pod) = %v, want the same object", again)
 	}
 	// Tombstones and other objects pass through.
 	if got, _ := slimPod("other"); got != "other" {
@@ -202,7 +227,7 @@ func TestSlimMirrorSharesButNeverLeaksCommonParts(t *testing.T) {
 		t.Errorf("the usual label map is not shared")
 	}
 	// A write starts from applyDesired, which must not touch shared parts.
-	updated := applyDesired(m, desiredMirror(testPod()))
+	updated := applyDesired(m, desiredFor(testPod()))
 	updated.Labels["extra"] = "x"
 	*updated.OwnerReferences[0].Controller = false
 	if len(managedLabels) != 1 || !sharedTrue || !*m.OwnerReferences[0].Controller {

@@ -8,7 +8,7 @@ import (
 )
 
 func fullMirror() *PodToIp {
-	m := desiredMirror(testPod())
+	m := desiredFor(testPod())
 	m.Annotations = map[string]string{"a": "1"}
 	m.Finalizers = []string{"f"}
 	m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x"}}
