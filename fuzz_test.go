@@ -374,6 +374,34 @@ var wireEqual = conversion.EqualitiesOrDie(
 	},
 )
 
+// outOfRangeTime reports whether a decoded PodToIp or PodToIpList holds a
+// metav1.Time outside the years 0-9999 in UTC, which JSON cannot carry.
+func outOfRangeTime(obj runtime.Object) bool {
+	bad := func(t metav1.Time) bool { y := t.UTC().Year(); return y < 0 || y > 9999 }
+	badMeta := func(m *metav1.ObjectMeta) bool {
+		if bad(m.CreationTimestamp) || (m.DeletionTimestamp != nil && bad(*m.DeletionTimestamp)) {
+			return true
+		}
+		for _, f := range m.ManagedFields {
+			if f.Time != nil && bad(*f.Time) {
+				return true
+			}
+		}
+		return false
+	}
+	switch o := obj.(type) {
+	case *PodToIp:
+		return badMeta(&o.ObjectMeta)
+	case *PodToIpList:
+		for i := range o.Items {
+			if badMeta(&o.Items[i].ObjectMeta) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // FuzzDecodePodToIp feeds arbitrary bytes to the client's decoders. Decoding
 // must not panic; whatever decodes as a PodToIp or PodToIpList must survive
 // encode/decode unchanged (up to what JSON can carry), re-encode to the same
@@ -420,6 +448,16 @@ func FuzzDecodePodToIp(f *testing.F) {
 			case *PodToIp, *PodToIpList:
 			default:
 				continue // meta types (Status, options) are apimachinery's
+			}
+			if outOfRangeTime(obj) {
+				// metav1.Time accepts a zone offset that moves the instant
+				// out of years 0-9999 but then writes a year its own decoder
+				// rejects ("-0001-12-31T23:00:00Z"): a limitation of the wire
+				// format, not of this client. The API server sets every
+				// timestamp itself, in UTC, so it never sends one. Encoding
+				// must still not panic.
+				_, _ = runtime.Encode(clientEnc, obj)
+				continue
 			}
 			enc, err := runtime.Encode(clientEnc, obj)
 			if err != nil {
