@@ -404,5 +404,12 @@ func removeTerminatingNamespace(t *testing.T, ns string) {
 	n.Spec.Finalizers = nil
 	if _, err := cp.Kube.CoreV1().Namespaces().Finalize(ctx, n, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("finalizing namespace %s: %v", ns, err)
+		return
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := cp.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("namespace %s is still there after its finalizer was removed", ns)
 	}
 }
