@@ -214,17 +214,21 @@ func TestFaultGracefulStop(t *testing.T) {
 	// Heavy churn: eight unpaced lanes.
 	c := startChurn(t, f, 8, time.Millisecond, 50, 400)
 	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		n := 0
-		for _, v := range c.counts {
-			n += v
-		}
-		return n >= 300, nil
+		return c.total() >= 300, nil
 	}); err != nil {
 		t.Fatalf("churn did not get going: %v", err)
 	}
 
+	// Signal while the controller has work queued, so that the stop really
+	// interrupts it (the depth is sampled, so it may have drained by the
+	// time the signal lands; the log says how many keys were left).
+	depth := 0.0
+	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		depth, _ = sumSeries(scrape(t, p), `workqueue_depth{name="podtoip"}`)
+		return depth > 0, nil
+	}); err != nil {
+		t.Fatalf("the controller never had work queued during the churn")
+	}
 	sent := time.Now()
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -238,7 +242,7 @@ func TestFaultGracefulStop(t *testing.T) {
 	if m := queuedRE.FindStringSubmatch(p.Output()); m != nil {
 		queued = m[1]
 	}
-	t.Logf("exited 0 %v after SIGTERM, with %s keys still queued", exitTook.Round(time.Millisecond), queued)
+	t.Logf("exited 0 %v after SIGTERM (queue depth %v just before), with %s keys still queued at shutdown", exitTook.Round(time.Millisecond), depth, queued)
 	c.stop(t)
 
 	before := podtoipRequests(t)

@@ -342,11 +342,14 @@ func isTransient(err error) bool {
 
 // churn is a paced load generator: lanes goroutines each run one fleet
 // operation per interval until stopped. It can be held (no new operations
-// start) while a fault is at its worst.
+// start) while a fault is at its worst. Stopping lets the operations in
+// flight finish rather than cancelling them halfway (a recreation that
+// deleted the pod but never created the new one would only blur what the
+// scenario measures).
 type churn struct {
-	f      *fleet
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	f       *fleet
+	stopped chan struct{}
+	wg      sync.WaitGroup
 
 	mu     sync.Mutex
 	held   chan struct{} // non-nil while held; closed on release
@@ -356,14 +359,16 @@ type churn struct {
 
 func startChurn(t *testing.T, f *fleet, lanes int, interval time.Duration, lo, hi int) *churn {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	c := &churn{f: f, cancel: cancel, counts: map[string]int{}}
+	c := &churn{f: f, stopped: make(chan struct{}), counts: map[string]int{}}
+	ctx := t.Context()
 	for range lanes {
 		c.wg.Go(func() {
 			tick := time.NewTicker(interval)
 			defer tick.Stop()
 			for {
 				select {
+				case <-c.stopped:
+					return
 				case <-ctx.Done():
 					return
 				case <-tick.C:
@@ -373,6 +378,8 @@ func startChurn(t *testing.T, f *fleet, lanes int, interval time.Duration, lo, h
 				c.mu.Unlock()
 				if held != nil {
 					select {
+					case <-c.stopped:
+						return
 					case <-ctx.Done():
 						return
 					case <-held:
@@ -389,8 +396,31 @@ func startChurn(t *testing.T, f *fleet, lanes int, interval time.Duration, lo, h
 			}
 		})
 	}
-	t.Cleanup(cancel)
+	t.Cleanup(func() { c.halt() })
 	return c
+}
+
+// total is the number of operations done so far.
+func (c *churn) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.counts {
+		n += v
+	}
+	return n
+}
+
+func (c *churn) halt() {
+	c.mu.Lock()
+	select {
+	case <-c.stopped:
+	default:
+		close(c.stopped)
+	}
+	c.mu.Unlock()
+	c.release()
+	c.wg.Wait()
 }
 
 // hold stops new operations from starting; release lets them go on.
@@ -411,13 +441,11 @@ func (c *churn) release() {
 	}
 }
 
-// stop ends the load, waits for operations in flight and fails the test on
-// any error they hit. It returns the number of operations done.
+// stop ends the load, waits for the operations in flight and fails the
+// test on any error they hit. It returns the number of operations done.
 func (c *churn) stop(t *testing.T) int {
 	t.Helper()
-	c.cancel()
-	c.release()
-	c.wg.Wait()
+	c.halt()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, err := range c.errs {

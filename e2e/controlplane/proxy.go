@@ -124,14 +124,23 @@ type chunk struct {
 	at time.Time
 }
 
-// pipe copies src to dst through a queue: the reader keeps reading (so a
-// client that gives up is noticed even while nothing is forwarded), the
-// writer applies the connection's state and the relay's latency.
+// pipe copies src to dst through a queue; the writer applies the
+// connection's state and the relay's latency. While the connection is
+// paused, the server's side is not read at all, so the API server feels the
+// back-pressure of a stalled peer (and ends watches that stop draining)
+// instead of streaming into the relay's memory; the client's side is still
+// read (what it sends is held back, not forwarded), so that a client giving
+// up on the connection is noticed.
 func (r *Relay) pipe(c *relayConn, src, dst net.Conn, fromClient bool) {
-	queue := make(chan chunk, 256)
+	queue := make(chan chunk, 64)
 	go func() {
 		defer close(queue)
 		for {
+			if !fromClient {
+				if _, ok := c.await(); !ok {
+					return
+				}
+			}
 			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
 			if n > 0 {
@@ -151,12 +160,18 @@ func (r *Relay) pipe(c *relayConn, src, dst net.Conn, fromClient bool) {
 	}()
 
 	var last time.Time
+	// broken: dst refused a write (its end is gone). The rest of this
+	// direction is lost, but the source is still read, so that its peer
+	// learns about the end from the other direction (the bytes the gone end
+	// sent last, then EOF), as it would through a TCP middlebox, rather
+	// than from a reset that races with them.
+	broken := false
 	for ch := range queue {
 		forward, ok := c.await()
 		if !ok {
 			return
 		}
-		if !forward {
+		if !forward || broken {
 			continue // dead connection: the bytes are lost
 		}
 		if d := r.latency(); d > 0 {
@@ -184,8 +199,7 @@ func (r *Relay) pipe(c *relayConn, src, dst net.Conn, fromClient bool) {
 			}
 		}
 		if _, err := dst.Write(ch.b); err != nil {
-			c.close(false)
-			return
+			broken = true
 		}
 	}
 	// The source finished: pass the half-close on, unless the connection
