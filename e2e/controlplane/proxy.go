@@ -249,14 +249,16 @@ func (r *Relay) Cut() int {
 
 // Blackhole stops forwarding bytes in both directions on every connection,
 // keeping them open, and leaves new connections hanging after the TCP
-// handshake, until Restore or RestoreNewConnections.
-func (r *Relay) Blackhole() {
+// handshake, until Restore or RestoreNewConnections. It returns how many
+// connections were open.
+func (r *Relay) Blackhole() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.blackholed = true
 	for c := range r.conns {
 		c.setState(connPaused)
 	}
+	return len(r.conns)
 }
 
 // Restore ends a blackhole: every connection resumes where it stopped, as
@@ -275,21 +277,23 @@ func (r *Relay) Restore() {
 // were established when it began stay silent for good: what a client sees
 // when a NAT or load balancer lost its connection table during the outage.
 // Only the client can notice such a connection is dead and abandon it. It
-// returns how many connections it left dead.
+// returns how many such connections the client still held.
 func (r *Relay) RestoreNewConnections() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.blackholed = false
-	dead := 0
+	held := 0
 	for c := range r.conns {
-		if c.hasServer() {
-			c.setState(connDropping)
-			dead++
-		} else {
+		if !c.hasServer() {
 			c.setState(connForwarding)
+			continue
+		}
+		c.setState(connDropping)
+		if c.stats().ClientGone.IsZero() {
+			held++
 		}
 	}
-	return dead
+	return held
 }
 
 // Connections reports every connection accepted so far, in order.
