@@ -41,6 +41,9 @@ func TestFaultNetwork(t *testing.T) {
 	f := newFleet(ns, 4)
 	relay, kc := startRelay(t)
 	p := startControllerAs(t, kc, "--namespace", ns)
+	// Runs before the controller is stopped: whatever failed, it gets a
+	// working path to finish its in-flight writes and exit cleanly.
+	t.Cleanup(relay.Restore)
 	waitReady(t, p)
 	f.populate(t, 100)
 	waitConverged(t, 30*time.Second, nil, ns)
@@ -117,6 +120,7 @@ func TestFaultExpiredWatches(t *testing.T) {
 	relay, kc := startRelay(t)
 	// -v=4 shows the reflectors' "Watch closed ... too old resource version".
 	p := startControllerAs(t, kc, "--namespace", ns, "-v=4")
+	t.Cleanup(relay.Restore) // before the controller is stopped, as above
 	waitReady(t, p)
 	f.populate(t, 150)
 	waitConverged(t, 30*time.Second, nil, ns)

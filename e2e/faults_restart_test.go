@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -25,9 +26,17 @@ func TestFaultCrashLoop(t *testing.T) {
 
 	var lastStart time.Time
 	for i := range 5 {
-		// Let it work under churn for a while; crash it at different
-		// points of its life: soon after its workers start, or later.
-		hold(t, time.Duration(500+f.intn(1500))*time.Millisecond)
+		if i == 2 {
+			// Once while it is still filling its caches.
+			if err := p.WaitForOutput(ctxFor(t, 30*time.Second), "Waiting for caches to sync"); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			// Otherwise after it has worked under churn for a while: soon
+			// after its workers start, or later.
+			waitReady(t, p)
+			hold(t, time.Duration(500+f.intn(1500))*time.Millisecond)
+		}
 		p.Kill()
 		killed := time.Now()
 		// While it is down: deletes and IP changes it can only learn about
@@ -55,9 +64,9 @@ func TestFaultCrashLoop(t *testing.T) {
 		}
 		lastStart = time.Now()
 		p = startController(t, "--namespace", ns)
-		waitReady(t, p)
 		t.Logf("crash %d: down %v", i+1, lastStart.Sub(killed).Round(time.Millisecond))
 	}
+	waitReady(t, p)
 	waitConverged(t, time.Until(lastStart.Add(20*time.Second)), nil, ns)
 	t.Logf("converged %v after the last start", time.Since(lastStart).Round(time.Millisecond))
 }
@@ -178,7 +187,7 @@ func TestFaultLeaderFailover(t *testing.T) {
 			t.Errorf("leader counted %v writes, the API server applied %v since the previous leader", got, want)
 		}
 		for _, r := range replicas {
-			if r == l || isDead(r, dead) {
+			if r == l || slices.Contains(dead, r) {
 				continue
 			}
 			if w := writesOf(t, r); w != 0 {
@@ -215,13 +224,4 @@ func TestFaultLeaderFailover(t *testing.T) {
 	if leaderWrites != server {
 		t.Errorf("leaders counted %v writes, the API server applied %v", leaderWrites, server)
 	}
-}
-
-func isDead(p *controlplane.Process, dead []*controlplane.Process) bool {
-	for _, d := range dead {
-		if d == p {
-			return true
-		}
-	}
-	return false
 }
