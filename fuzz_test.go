@@ -268,7 +268,8 @@ func parsePairs(s string) map[string]string {
 // FuzzApplyDesired applies a desired mirror onto an arbitrary existing
 // object, as the controller does before an update: the result must need no
 // further update, must keep everything users own, and must leave both
-// inputs (the cached object and the desired one) unchanged.
+// inputs (the cached object and the desired one), and what cached objects
+// share, unchanged.
 func FuzzApplyDesired(f *testing.F) {
 	const managed = managedByLabel + "=" + controllerName
 	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1,fd00::1", // pod
@@ -279,6 +280,8 @@ func FuzzApplyDesired(f *testing.F) {
 		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", "-", "-", "1", uint8(3), "apps/v1", "ReplicaSet", "rs", "uid-rs", byte(1), byte(2))
 	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1",
 		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managedByLabel+"=someone-else", "", "1", uint8(1), "v1", "Pod", "web", "uid-1", byte(2), byte(1))
+	f.Add("web", "uid-1", "node-1", "10.0.0.2", "10.0.0.2", // cached (slimmed) mirror of an IP change
+		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0))
 	f.Fuzz(func(t *testing.T, podName, podUID, podNode, podIP, podIPList string,
 		haveName, haveUID, haveAddr, haveIPs, haveNode, labels, annotations, rv string,
 		nRefs uint8, refAPIVersion, refKind, refName, refUID string, refController, refBlock byte) {
@@ -305,6 +308,15 @@ func FuzzApplyDesired(f *testing.F) {
 				APIVersion: refAPIVersion, Kind: refKind, Name: refName, UID: types.UID(refUID + strings.Repeat("x", i)),
 				Controller: triBool(refController + byte(i)), BlockOwnerDeletion: triBool(refBlock),
 			})
+		}
+		if nRefs&0x80 != 0 {
+			// As cached: the informer's transform makes mirrors share the
+			// managed-by label map and the controller flag.
+			obj, err := slimMirror(have)
+			if err != nil {
+				t.Fatal(err)
+			}
+			have = obj.(*PodToIp)
 		}
 		haveBefore, wantBefore := have.DeepCopy(), want.DeepCopy()
 
@@ -341,8 +353,16 @@ func FuzzApplyDesired(f *testing.F) {
 		if out.Annotations != nil {
 			out.Annotations["mutated"] = "x"
 		}
+		for i := range out.OwnerReferences {
+			if c := out.OwnerReferences[i].Controller; c != nil {
+				*c = !*c
+			}
+		}
 		if !reflect.DeepEqual(have, haveBefore) {
 			t.Fatal("applyDesired's result shares memory with the cached object")
+		}
+		if len(managedLabels) != 1 || managedLabels[managedByLabel] != controllerName || !sharedTrue {
+			t.Fatalf("writing to applyDesired's result changed values shared by all cached mirrors: %v %v", managedLabels, sharedTrue)
 		}
 	})
 }
@@ -448,6 +468,20 @@ func FuzzDecodePodToIp(f *testing.F) {
 			case *PodToIp, *PodToIpList:
 			default:
 				continue // meta types (Status, options) are apimachinery's
+			}
+			// The informer's transform may drop and share, but must not
+			// change anything the controller reads.
+			if m, ok := obj.(*PodToIp); ok {
+				slimObj, err := slimMirror(m.DeepCopy())
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := slimObj.(*PodToIp)
+				if s.Name != m.Name || s.Namespace != m.Namespace || s.UID != m.UID || s.ResourceVersion != m.ResourceVersion ||
+					isManaged(s) != isManaged(m) || needsUpdate(s, m) || needsUpdate(m, s) ||
+					!semantic.DeepEqual(s.Labels, m.Labels) || !semantic.DeepEqual(s.Annotations, m.Annotations) {
+					t.Fatalf("slimMirror changed what the controller reads:\nin   %#v\nslim %#v", m, s)
+				}
 			}
 			if outOfRangeTime(obj) {
 				// metav1.Time accepts a zone offset that moves the instant
