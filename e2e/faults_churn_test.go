@@ -48,7 +48,7 @@ func TestFaultChurn(t *testing.T) {
 			rest = append(rest, n)
 		}
 	}
-	f.rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	f.shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
 	groups := []struct {
 		kind    string
 		n       int
@@ -61,7 +61,7 @@ func TestFaultChurn(t *testing.T) {
 		}
 		rest = rest[g.n-1:]
 	}
-	f.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+	f.shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 
 	start := time.Now()
 	work := make(chan change)

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"example.com/podtoip-controller/e2e/controlplane"
 )
@@ -125,13 +124,20 @@ func (f *fleet) size() int {
 	return len(f.live)
 }
 
+// shuffle permutes a slice of length n with the fleet's random source.
+func (f *fleet) shuffle(n int, swap func(i, j int)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rng.Shuffle(n, swap)
+}
+
 func (f *fleet) intn(n int) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.rng.IntN(n)
 }
 
-// names returns the live pods' names, sorted.
+// liveNames returns the live pods' names, sorted.
 func (f *fleet) liveNames() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -494,20 +500,6 @@ func hold(t *testing.T, d time.Duration) {
 	case <-timer.C:
 	case <-t.Context().Done():
 	}
-}
-
-// waitRequests polls the API server's podtoips counters until ok holds for
-// the difference from before, and returns it.
-func waitRequests(t *testing.T, before controlplane.Requests, what string, d time.Duration, ok func(controlplane.Requests) bool) controlplane.Requests {
-	t.Helper()
-	var delta controlplane.Requests
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, d, true, func(ctx context.Context) (bool, error) {
-		delta = podtoipRequests(t).Sub(before)
-		return ok(delta), nil
-	}); err != nil {
-		t.Fatalf("%s: API server counted %v", what, delta)
-	}
-	return delta
 }
 
 // controllerWrites returns p's own count of PodToIp writes.

@@ -177,16 +177,10 @@ func parentPID(pid int) (int, error) {
 // waitGone waits up to d for pid to exit and be reaped (envtest waits for
 // its child, so it is reaped as soon as it exits).
 func waitGone(pid int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, d, true, func(context.Context) (bool, error) {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH), nil
+	})
+	return err == nil
 }
 
 // StartAPIServerAndWait starts the API server stopped by
