@@ -84,8 +84,9 @@ func TestEdgeNoMirror(t *testing.T) {
 	waitMirrorIPs(t, ns, "fails", "10.244.64.5")
 	setPodIPs(t, ns, "fails", corev1.PodFailed, "10.244.64.5")
 	waitNoMirror(t, ns, "fails")
-	// The queue is FIFO: once this pod is mirrored, everything above has
-	// been reconciled at least once.
+	// The queue is FIFO: once this pod is mirrored, every key above has been
+	// taken by a worker. A write still in flight then is caught by the
+	// counts below, taken after a graceful stop, which finishes it.
 	runningPod(t, ns, "barrier", []string{"10.244.64.9"})
 	waitMirrorIPs(t, ns, "barrier", "10.244.64.9")
 	waitMirrorIPs(t, ns, "pending-ip", "10.244.64.3")
@@ -122,6 +123,7 @@ func TestEdgeLongName(t *testing.T) {
 	pod := runningPod(t, ns, name, []string{"10.244.65.1", "fd00::65:1"}, onNode(node))
 	runningPod(t, ns, "short", []string{"10.244.65.2"}, onNode("node-1"))
 	m := waitMirrorIPs(t, ns, name, "10.244.65.1", "fd00::65:1")
+	waitMirrorIPs(t, ns, "short", "10.244.65.2")
 	if m.PodName != name || m.NodeName != node || m.PodUID != pod.UID || len(m.OwnerReferences) != 1 || m.OwnerReferences[0].Name != name {
 		t.Errorf("mirror of the long-named pod = %s, owner %+v", describe(m), m.OwnerReferences)
 	}
@@ -229,7 +231,8 @@ func TestEdgeForeignReportedOnce(t *testing.T) {
 		setPodIPs(t, ns, "unlabelled", corev1.PodRunning, fmt.Sprintf("10.244.67.%d", 10+i))
 		setPodIPs(t, ns, "theirs", corev1.PodRunning, fmt.Sprintf("10.244.67.%d", 20+i), fmt.Sprintf("fd00::67:%d", 20+i))
 	}
-	// FIFO barrier: once it is mirrored, every change above was handled.
+	// FIFO barrier: once it is mirrored, every change above has been taken
+	// by a worker; waitIdle below waits for the rest.
 	runningPod(t, ns, "barrier", []string{"10.244.67.99"})
 	waitMirrorIPs(t, ns, "barrier", "10.244.67.99")
 	waitConverged(t, 30*time.Second, foreign, ns)
