@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -162,6 +161,7 @@ func run(ctx context.Context, o options) error {
 	access := newAccessTracker(ctx, "pods", "podtoips")
 	cfg.Wrap(access.wrap)
 
+	defaultHTTP2HealthCheck()
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return fmt.Errorf("building HTTP client for %s: %w", cfg.Host, err)
@@ -202,6 +202,10 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	// NewController starts the queue's goroutines and Run stops them, but a
+	// standby that never becomes the leader never calls Run. ShutDown is
+	// idempotent, so this is a no-op after Run.
+	defer controller.queue.ShutDown()
 	registerMetrics(controller)
 
 	// Every replica serves probes and metrics and warms its caches; only the
@@ -235,11 +239,41 @@ func run(ctx context.Context, o options) error {
 // namespace/name only (the controller never lists by namespace, so it needs
 // no index) and holds podInfo, not Pods.
 func newPodInformer(kube kubernetes.Interface, namespace string) (cache.SharedIndexInformer, error) {
-	inf := coreinformers.NewFilteredPodInformer(kube, namespace, 0, cache.Indexers{}, nil)
+	pods := kube.CoreV1().Pods(namespace)
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return pods.List(ctx, opts)
+		},
+		WatchFuncWithContext: pods.Watch,
+	}, kube)
+	inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), &corev1.Pod{}, cache.SharedIndexInformerOptions{})
 	if err := inf.SetTransform(slimPod); err != nil {
 		return nil, fmt.Errorf("setting the pod transform: %w", err)
 	}
 	return inf, nil
+}
+
+// http2HealthCheck is how client-go's HTTP/2 transport decides that a
+// connection is dead: a PING after this long without a frame from the
+// server, and the connection is closed if the PING is not answered in time.
+// All requests and both watches share one connection; one that dies
+// silently (a partition, a NAT or load balancer that lost its state) holds
+// every one of them until the check gives up. client-go's defaults, 30 s and
+// 15 s, keep the controller blind for 45 s; these find out in 15 s, for a
+// PING frame every 10 s on an idle connection.
+var http2HealthCheck = map[string]string{
+	"HTTP2_READ_IDLE_TIMEOUT_SECONDS": "10",
+	"HTTP2_PING_TIMEOUT_SECONDS":      "5",
+}
+
+// defaultHTTP2HealthCheck sets client-go's HTTP/2 health-check variables,
+// read when the transport is built, unless the operator set them.
+func defaultHTTP2HealthCheck() {
+	for k, v := range http2HealthCheck {
+		if _, set := os.LookupEnv(k); !set {
+			_ = os.Setenv(k, v)
+		}
+	}
 }
 
 // newMirrorInformer builds the PodToIp informer on the hand-written client.
@@ -250,7 +284,7 @@ func newMirrorInformer(client *Client, namespace string) (cache.SharedIndexInfor
 		},
 		WatchFuncWithContext: client.PodToIps(namespace).Watch,
 	}
-	inf := cache.NewSharedIndexInformerWithOptions(lw, &PodToIp{}, cache.SharedIndexInformerOptions{})
+	inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), &PodToIp{}, cache.SharedIndexInformerOptions{})
 	if err := inf.SetTransform(slimMirror); err != nil {
 		return nil, fmt.Errorf("setting the PodToIp transform: %w", err)
 	}
