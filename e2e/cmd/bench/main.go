@@ -109,6 +109,9 @@ func run(ctx context.Context, o options) error {
 		o.out = filepath.Join(root, "_output", "bench", fmt.Sprintf("bench-%d.json", o.n))
 	}
 	logDir := filepath.Join(root, "_output", "bench", fmt.Sprintf("logs-%d", o.n))
+	if err := os.RemoveAll(logDir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return err
 	}
