@@ -45,11 +45,22 @@ $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum hack/tools/etcd/main.go
 	@$@ --version | head -1
 
 .PHONY: test
-test: test-unit test-image test-e2e ## Run all tests: unit tests, the image check, then the end-to-end suite against a real API server.
+test: test-unit test-fuzz test-image test-e2e ## Run all tests: unit tests, a short fuzz run, the image check, then the end-to-end and fault suites against a real API server.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (race detector on).
 	$(GO) test -race -count=1 ./...
+
+# FUZZTIME is how long test-fuzz runs each fuzz target.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := FuzzDesiredMirror FuzzMirrorChanged FuzzApplyDesired FuzzDecodePodToIp FuzzFastCodecMatchesStandard
+
+.PHONY: test-fuzz
+test-fuzz: ## Run each fuzz target for FUZZTIME (10s); a crasher is written to testdata/fuzz/ and fails the run (keep it as a regression seed).
+	@set -e; for f in $(FUZZ_TARGETS); do \
+		echo ">> $$f ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -parallel 1 . ; \
+	done
 
 .PHONY: test-e2e
 test-e2e: build controlplane ## Run the end-to-end suite: real kube-apiserver + etcd, the real binary, kubectl.
