@@ -149,13 +149,24 @@ func measureConvergence(ctx context.Context, foreign foreignObjects, namespaces 
 func waitConverged(t *testing.T, within time.Duration, foreign foreignObjects, namespaces ...string) time.Duration {
 	t.Helper()
 	start := time.Now()
+	// last keeps the latest complete measurement: the poll that the deadline
+	// cuts off returns an error and zero counts, which would read as success.
 	var last convergence
 	var lastErr error
+	measured := false
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		last, lastErr = measureConvergence(ctx, foreign, namespaces...)
-		return lastErr == nil && last.ok(), nil
+		c, err := measureConvergence(ctx, foreign, namespaces...)
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		last, measured = c, true
+		return c.ok(), nil
 	})
 	if err != nil {
+		if !measured {
+			t.Fatalf("not converged within %v: could not measure (%v)", within, lastErr)
+		}
 		t.Fatalf("not converged within %v: %v (last error: %v)", within, last, lastErr)
 	}
 	took := time.Since(start)
