@@ -77,6 +77,10 @@ bench: build controlplane ## Benchmark the controller with its default flags on 
 bench-plots: ## Draw docs/img/*.png from the results recorded in docs/bench/.
 	cd hack/benchplot && $(GO) run . -in $(CURDIR)/docs/bench -out $(CURDIR)/docs/img
 
+.PHONY: test-faults
+test-faults: build controlplane ## Run only the fault scenarios (part of test-e2e; about 4 minutes).
+	cd e2e && $(GO) test -count=1 -timeout 20m -run 'TestFault' -v ./...
+
 .PHONY: demo
 demo: build controlplane ## Start a throwaway control plane, run the controller on demo pods; Ctrl-C to stop and clean up.
 	cd e2e && $(GO) run ./cmd/demo
