@@ -202,41 +202,7 @@ func TestBadInputCRDInstalledWhileWaiting(t *testing.T) {
 	podOn("late-0", "10.244.60.3")
 
 	// Convergence on this control plane: every pod has its exact mirror.
-	var last string
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := bare.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		list, err := bare.Dynamic.Resource(ptpGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		have := map[string]*mirror{}
-		for i := range list.Items {
-			m, err := toMirror(&list.Items[i])
-			if err != nil {
-				return false, err
-			}
-			have[m.Name] = m
-		}
-		var bad []string
-		for i := range pods.Items {
-			pod := &pods.Items[i]
-			m := have[pod.Name]
-			if m == nil || m.PodUID != pod.UID || m.PodAddress != pod.Status.PodIP || fmt.Sprint(m.PodIPs) != fmt.Sprint(podIPList(pod)) {
-				bad = append(bad, pod.Name+": "+describe(m))
-			}
-		}
-		if len(have) != len(pods.Items) {
-			bad = append(bad, fmt.Sprintf("%d mirrors for %d pods", len(have), len(pods.Items)))
-		}
-		last = strings.Join(bad, "; ")
-		return len(bad) == 0, nil
-	})
-	if err != nil {
-		t.Fatalf("not converged after the CRD was installed: %s\n%s", last, tail(p.Output(), 30))
-	}
+	waitConvergedOn(t, bare, 30*time.Second, nil, ns)
 	converged := time.Since(installed)
 	code, err := p.Stop(30 * time.Second)
 	if err != nil || code != 0 {
@@ -424,7 +390,7 @@ func TestBadInputRBACRemovedAtRuntime(t *testing.T) {
 	if !strings.Contains(p.Output(), "The API server refuses a call the controller needs") {
 		t.Errorf("log does not say that the API server refuses a call:\n%s", tail(p.Output(), 30))
 	}
-	c, err := measureConvergence(t.Context(), nil, ns)
+	c, err := measureConvergence(t.Context(), cp, nil, ns)
 	if err != nil {
 		t.Fatal(err)
 	}

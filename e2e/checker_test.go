@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"example.com/podtoip-controller/e2e/controlplane"
 )
 
 // convergence compares every pod with every PodToIp in some namespaces, as
@@ -70,16 +72,16 @@ func podIPList(p *corev1.Pod) []string {
 	return ips
 }
 
-// measureConvergence lists the pods and PodToIps of the namespaces (from the
-// API server, not a cache) and counts the differences.
-func measureConvergence(ctx context.Context, foreign foreignObjects, namespaces ...string) (convergence, error) {
+// measureConvergence lists the pods and PodToIps of the namespaces on on
+// (from the API server, not a cache) and counts the differences.
+func measureConvergence(ctx context.Context, on *controlplane.ControlPlane, foreign foreignObjects, namespaces ...string) (convergence, error) {
 	var c convergence
 	for _, ns := range namespaces {
-		pods, err := cp.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		pods, err := on.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return c, fmt.Errorf("listing pods in %s: %w", ns, err)
 		}
-		list, err := mirrors(ns).List(ctx, metav1.ListOptions{})
+		list, err := on.Dynamic.Resource(ptpGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return c, fmt.Errorf("listing PodToIps in %s: %w", ns, err)
 		}
@@ -144,9 +146,15 @@ func measureConvergence(ctx context.Context, foreign foreignObjects, namespaces 
 }
 
 // waitConverged polls until missing, stale, orphan and foreign-touched are
-// all 0, failing the test with the last counts after within. It returns how
-// long convergence took.
+// all 0 on the shared control plane, failing the test with the last counts
+// after within. It returns how long convergence took.
 func waitConverged(t *testing.T, within time.Duration, foreign foreignObjects, namespaces ...string) time.Duration {
+	t.Helper()
+	return waitConvergedOn(t, cp, within, foreign, namespaces...)
+}
+
+// waitConvergedOn is waitConverged on a test's own control plane.
+func waitConvergedOn(t *testing.T, on *controlplane.ControlPlane, within time.Duration, foreign foreignObjects, namespaces ...string) time.Duration {
 	t.Helper()
 	start := time.Now()
 	// last keeps the latest complete measurement: the poll that the deadline
@@ -155,7 +163,7 @@ func waitConverged(t *testing.T, within time.Duration, foreign foreignObjects, n
 	var lastErr error
 	measured := false
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		c, err := measureConvergence(ctx, foreign, namespaces...)
+		c, err := measureConvergence(ctx, on, foreign, namespaces...)
 		if err != nil {
 			lastErr = err
 			return false, nil
