@@ -161,9 +161,7 @@ func TestFaultLeaderFailover(t *testing.T) {
 	// run out; polls are retry apart, stretched by up to JitterFactor.
 	maxPoll := time.Duration(float64(retry) * (1 + leaderelection.JitterFactor))
 	takeoverBound := lease + 2*maxPoll
-	args := []string{"--namespace", ns, "--leader-elect", "--leader-elect-resource-namespace", ns,
-		"--leader-elect-lease-duration", lease.String(), "--leader-elect-renew-deadline", renew.String(),
-		"--leader-elect-retry-period", retry.String()}
+	args := leaderElectArgs(ns, lease, renew, retry)
 
 	before := podtoipRequests(t)
 	var replicas []*controlplane.Process

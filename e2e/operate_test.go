@@ -144,6 +144,14 @@ func waitWrites(t *testing.T, p *controlplane.Process, min float64) float64 {
 	return v
 }
 
+// leaderElectArgs runs a replica in ns with leader election on and short
+// timings, its Lease in ns too.
+func leaderElectArgs(ns string, lease, renew, retry time.Duration) []string {
+	return []string{"--namespace", ns, "--leader-elect", "--leader-elect-resource-namespace", ns,
+		"--leader-elect-lease-duration", lease.String(), "--leader-elect-renew-deadline", renew.String(),
+		"--leader-elect-retry-period", retry.String()}
+}
+
 // TestLeaderElection runs three replicas: exactly one writes; a SIGKILLed
 // leader is replaced within the lease duration; a SIGTERMed leader releases
 // the lease so a standby takes over within about the retry period.
@@ -154,9 +162,7 @@ func TestLeaderElection(t *testing.T) {
 		renew = 3 * time.Second
 		retry = 500 * time.Millisecond
 	)
-	args := []string{"--namespace", ns, "--leader-elect", "--leader-elect-resource-namespace", ns,
-		"--leader-elect-lease-duration", lease.String(), "--leader-elect-renew-deadline", renew.String(),
-		"--leader-elect-retry-period", retry.String()}
+	args := leaderElectArgs(ns, lease, renew, retry)
 	before := podtoipRequests(t)
 	var replicas []*controlplane.Process
 	for range 3 {
