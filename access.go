@@ -134,7 +134,7 @@ func resourceOf(path string) string {
 func verbOf(req *http.Request) string {
 	switch req.Method {
 	case http.MethodGet:
-		if req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1" {
+		if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
 			return "watch"
 		}
 		return "get/list"
