@@ -130,16 +130,7 @@ func TestBadInputStartup(t *testing.T) {
 // It must say at once what is missing, keep waiting (not exit), and once
 // the CRD is installed start and converge, without a crash on the way.
 func TestBadInputCRDInstalledWhileWaiting(t *testing.T) {
-	logf, err := os.Create(filepath.Join(artifacts, "controlplane-badinput-nocrd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	bare, err := controlplane.Start(controlplane.Options{Output: logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bare.Stop()
+	bare := startBareControlPlane(t, "controlplane-badinput-nocrd.log")
 
 	ns := "crd-later"
 	if _, err := bare.Kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {

@@ -10,21 +10,30 @@ import (
 	"example.com/podtoip-controller/e2e/controlplane"
 )
 
+// startBareControlPlane starts a control plane of the test's own, without
+// the CRD, logging to logName under the artifacts; it stops at the end of
+// the test.
+func startBareControlPlane(t *testing.T, logName string) *controlplane.ControlPlane {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(artifacts, logName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	bare, err := controlplane.Start(controlplane.Options{Output: logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bare.Stop() })
+	return bare
+}
+
 // TestStartupWithoutCRD runs against its own control plane, where the CRD is
 // not installed: the controller says so at once (naming the CRD and how to
 // install it), gives up after --startup-timeout, and, when the CRD appears
 // while it waits, starts normally and converges.
 func TestStartupWithoutCRD(t *testing.T) {
-	logf, err := os.Create(filepath.Join(artifacts, "controlplane-nocrd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	bare, err := controlplane.Start(controlplane.Options{Output: logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bare.Stop()
+	bare := startBareControlPlane(t, "controlplane-nocrd.log")
 
 	const want = "CustomResourceDefinition podtoips.example.com is not installed; install it with 'kubectl apply -f artifacts/crd.yaml'"
 	t.Run("gives up after the startup timeout", func(t *testing.T) {
