@@ -158,8 +158,11 @@ func unwrapTombstone(obj any) any {
 }
 
 // Run waits for the caches, then runs workers until ctx is cancelled. On
-// cancellation it stops taking new keys, lets each worker finish the key it
-// holds (its API calls are not cancelled) and returns.
+// cancellation it stops taking keys: each worker finishes the key it holds
+// (its API calls are not cancelled, so no write is cut off halfway) and the
+// keys still queued are dropped. Nothing is lost by dropping them, because
+// the next process (or the next leader) reconciles every pod from a fresh
+// list at startup.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
@@ -174,28 +177,33 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for c.processNextWorkItem(workCtx) {
+			for c.processNextWorkItem(ctx, workCtx) {
 			}
 		})
 	}
 	<-ctx.Done()
-	logger.Info("Shutting down: finishing in-flight work", "queued", c.queue.Len())
+	logger.Info("Shutting down: finishing in-flight work; queued pods are reconciled by the next start", "queued", c.queue.Len())
 	c.queue.ShutDown()
 	wg.Wait()
 	logger.Info("Workers stopped")
 	return nil
 }
 
-// processNextWorkItem handles one key; it returns false once the queue is
-// shut down.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+// processNextWorkItem handles one key with workCtx; it returns false once
+// the queue is shut down or stop is done. A key taken after stop is handed
+// back untouched: a shut-down queue still returns its remaining keys, and
+// working through them would delay the exit by the whole backlog.
+func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 	key, shutdown := c.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer c.queue.Done(key)
+	if stop.Err() != nil {
+		return false
+	}
 
-	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	syncCtx, cancel := context.WithTimeout(workCtx, syncTimeout)
 	err := c.syncHandler(syncCtx, key)
 	cancel()
 	if err != nil {
@@ -203,7 +211,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	} else {
 		syncsTotal.WithLabelValues("success").Inc()
 	}
-	c.handleErr(ctx, err, key)
+	c.handleErr(workCtx, err, key)
 	return true
 }
 

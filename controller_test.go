@@ -28,6 +28,11 @@ type fakeMirrors struct {
 	actions []string
 	err     error // returned by every write when set
 	rv      int
+
+	// When entered is set, every write announces itself there and then
+	// waits for release to be closed.
+	entered chan string
+	release chan struct{}
 }
 
 func (f *fakeMirrors) PodToIps(ns string) PodToIpInterface { return &fakeNS{f, ns} }
@@ -38,6 +43,10 @@ type fakeNS struct {
 }
 
 func (n *fakeNS) record(verb, name string) (string, error) {
+	if n.f.entered != nil {
+		n.f.entered <- verb + " " + n.ns + "/" + name
+		<-n.f.release
+	}
 	n.f.mu.Lock()
 	defer n.f.mu.Unlock()
 	n.f.actions = append(n.f.actions, verb+" "+n.ns+"/"+name)
@@ -282,5 +291,42 @@ func TestUpdatePodFiltersIrrelevantChanges(t *testing.T) {
 	f.c.deletePod(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toPodInfo(old)})
 	if f.c.queue.Len() != 1 { // same key, deduplicated
 		t.Errorf("queue length = %d, want 1", f.c.queue.Len())
+	}
+}
+
+// TestDeleteHandlersUnwrapTombstones checks that a deletion the informer
+// learned about only by relisting (a tombstone holding the last known
+// object) queues the object's key, for pods and for mirrors.
+func TestDeleteHandlersUnwrapTombstones(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "web"}
+	takeKey := func(f *fixture) {
+		t.Helper()
+		if f.c.queue.Len() != 1 {
+			t.Fatalf("queue length = %d, want 1", f.c.queue.Len())
+		}
+		got, _ := f.c.queue.Get()
+		f.c.queue.Done(got)
+		if got != key {
+			t.Errorf("queued %v, want %v", got, key)
+		}
+	}
+
+	f := newFixture(t)
+	f.c.deletePod(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toPodInfo(testPod())})
+	takeKey(f)
+	f.c.deletePod(toPodInfo(testPod()))
+	takeKey(f)
+
+	f = newFixture(t)
+	m := desiredFor(testPod())
+	m.ResourceVersion = "20"
+	f.c.deleteMirror(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: m})
+	takeKey(f)
+
+	// A tombstone of something else is ignored rather than crashing.
+	f.c.deleteMirror(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: "not a mirror"})
+	f.c.deletePod(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: "not a pod"})
+	if f.c.queue.Len() != 0 {
+		t.Errorf("a foreign tombstone queued %d keys", f.c.queue.Len())
 	}
 }

@@ -127,13 +127,19 @@ func runWithLeaderElection(ctx context.Context, l leaderOptions, kube kubernetes
 				workErr = work(workCtx)
 				stopElector() // release the lease now that work has stopped
 			},
+			// client-go calls this whenever the elector stops, also on a
+			// standby that never led.
 			OnStoppedLeading: func() {
-				leading.Store(false)
-				if ctx.Err() == nil {
+				led := leading.Swap(false)
+				switch {
+				case ctx.Err() == nil:
 					logger.Error(nil, "Lost the leader lease; exiting so that a fresh process can rejoin as a standby", "identity", id)
 					klog.FlushAndExit(klog.ExitFlushTimeout, exitFailure)
+				case led:
+					logger.Info("Released the leader lease", "identity", id)
+				default:
+					logger.Info("Stopped waiting for the leader lease", "identity", id)
 				}
-				logger.Info("Released the leader lease", "identity", id)
 			},
 			OnNewLeader: func(identity string) {
 				if identity != id {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -120,4 +121,53 @@ func TestControllerRunStopsEverything(t *testing.T) {
 		t.Fatal("Run did not return after its context was cancelled")
 	}
 	informers.Wait()
+}
+
+// TestRunStopsTakingWorkOnShutdown checks what the first signal means: the
+// key a worker holds is finished (its write completes), and the keys still
+// queued are not worked through.
+func TestRunStopsTakingWorkOnShutdown(t *testing.T) {
+	f := newFixture(t)
+	f.client.entered = make(chan string)
+	f.client.release = make(chan struct{})
+	for _, name := range []string{"a", "b", "c", "d"} {
+		pod := testPod(func(p *corev1.Pod) { p.Name, p.UID = name, types.UID("uid-"+name) })
+		if err := f.pods.Add(pod); err != nil {
+			t.Fatal(err)
+		}
+		f.c.queue.Add(cache.ObjectName{Namespace: pod.Namespace, Name: pod.Name})
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.c.Run(ctx, 1) }()
+
+	var inFlight string
+	select {
+	case inFlight = <-f.client.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker never started a write")
+	}
+	cancel() // the first signal, while a write is in flight
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return f.c.queue.ShuttingDown(), nil
+	}); err != nil {
+		t.Fatal("Run did not shut the queue down after its context was cancelled")
+	}
+	close(f.client.release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v", err)
+		}
+	case more := <-f.client.entered:
+		t.Fatalf("a worker started %q after shutdown; only %q was in flight", more, inFlight)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	f.client.mu.Lock()
+	defer f.client.mu.Unlock()
+	if want := []string{inFlight}; !slices.Equal(f.client.actions, want) {
+		t.Errorf("writes = %v, want only the in-flight one %v", f.client.actions, want)
+	}
 }

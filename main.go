@@ -176,7 +176,24 @@ func run(ctx context.Context, o options) error {
 	}
 
 	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.enabled)
-	if err := waitForPreconditions(ctx, cfg, o.namespace, o.leader.leaseAccess(), o.startupTimeout); err != nil {
+	// Probes and metrics are served from the start: a process waiting for
+	// the API server, the CRD or its permissions is alive, not ready, and
+	// its /readyz says why.
+	var leading atomic.Bool
+	h := &health{access: access}
+	var adaptor *leaderelection.HealthzAdaptor
+	if o.leader.enabled {
+		adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+		h.election, h.leading = adaptor, leading.Load
+	}
+	if err := serve(ctx, "metrics", "--metrics-bind-address", o.metricsAddr, metricsHandler()); err != nil {
+		return err
+	}
+	if err := serve(ctx, "health probes", "--health-probe-bind-address", o.probeAddr, h.handler()); err != nil {
+		return err
+	}
+
+	if err := waitForPreconditions(ctx, cfg, o.namespace, o.leader.leaseAccess(), o.startupTimeout, h.startupFailed); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while waiting
 		}
@@ -208,21 +225,8 @@ func run(ctx context.Context, o options) error {
 	defer controller.queue.ShutDown()
 	registerMetrics(controller)
 
-	// Every replica serves probes and metrics and warms its caches; only the
-	// leader runs workers.
-	var leading atomic.Bool
-	h := &health{synced: []cache.InformerSynced{podInformer.HasSynced, mirrorInformer.HasSynced}, access: access}
-	var adaptor *leaderelection.HealthzAdaptor
-	if o.leader.enabled {
-		adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-		h.election, h.leading = adaptor, leading.Load
-	}
-	if err := serve(ctx, "metrics", "--metrics-bind-address", o.metricsAddr, metricsHandler()); err != nil {
-		return err
-	}
-	if err := serve(ctx, "health probes", "--health-probe-bind-address", o.probeAddr, h.handler()); err != nil {
-		return err
-	}
+	// Every replica warms its caches; only the leader runs workers.
+	h.started(podInformer.HasSynced, mirrorInformer.HasSynced)
 
 	go podInformer.RunWithContext(ctx)
 	go mirrorInformer.RunWithContext(ctx)

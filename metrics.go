@@ -72,12 +72,33 @@ func (c *Controller) foreignCount() int {
 	return len(c.foreign)
 }
 
-// health answers the liveness and readiness probes.
+// health answers the liveness and readiness probes. It serves from the
+// moment the process starts, so an orchestrator sees a live process (and
+// why it is not ready) while the startup checks wait for the API server,
+// the CRD or permissions, instead of restarting it for not answering.
 type health struct {
-	synced   []cache.InformerSynced
 	access   *accessTracker                 // nil: not checked
 	election *leaderelection.HealthzAdaptor // nil without leader election
 	leading  func() bool                    // nil without leader election
+
+	mu      sync.Mutex
+	startup error                  // the startup check failing now, if any
+	synced  []cache.InformerSynced // nil until the startup checks pass
+}
+
+// startupFailed records the startup check that is failing, for readyz.
+func (h *health) startupFailed(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.startup = err
+}
+
+// started marks the startup checks as passed; from now on readiness
+// follows the informers.
+func (h *health) started(synced ...cache.InformerSynced) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.startup, h.synced = nil, synced
 }
 
 // healthz is liveness: it fails only when restarting would help, which is a
@@ -92,11 +113,23 @@ func (h *health) healthz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// readyz is readiness: both informer caches have synced and the API server
-// is not refusing the calls the controller needs. A standby is ready (its
-// caches are warm for a fast takeover) and says it waits for the lease.
+// readyz is readiness: the startup checks have passed, both informer
+// caches have synced and the API server is not refusing the calls the
+// controller needs. A standby is ready (its caches are warm for a fast
+// takeover) and says it waits for the lease.
 func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
-	for _, synced := range h.synced {
+	h.mu.Lock()
+	startup, synced := h.startup, h.synced
+	h.mu.Unlock()
+	switch {
+	case synced == nil && startup != nil:
+		http.Error(w, "startup check failing: "+startup.Error(), http.StatusServiceUnavailable)
+		return
+	case synced == nil:
+		http.Error(w, "startup checks running", http.StatusServiceUnavailable)
+		return
+	}
+	for _, synced := range synced {
 		if !synced() {
 			http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
 			return

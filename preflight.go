@@ -42,7 +42,8 @@ var requiredAccess = []authorizationv1.ResourceAttributes{
 // PodToIp API and lets us do our job. Each problem is reported as soon as it
 // is seen, then the checks repeat until they pass or timeout expires, so the
 // controller can be started before (or while) the CRD and RBAC are applied.
-func waitForPreconditions(ctx context.Context, cfg *rest.Config, namespace string, extraAccess []authorizationv1.ResourceAttributes, timeout time.Duration) error {
+// report receives the outcome of every round (nil once they pass).
+func waitForPreconditions(ctx context.Context, cfg *rest.Config, namespace string, extraAccess []authorizationv1.ResourceAttributes, timeout time.Duration, report func(error)) error {
 	logger := klog.FromContext(ctx)
 	pcfg := rest.CopyConfig(cfg)
 	pcfg.Timeout = preflightRequestTimeout
@@ -56,6 +57,7 @@ func waitForPreconditions(ctx context.Context, cfg *rest.Config, namespace strin
 	reported := ""
 	for {
 		err := checkPreconditions(ctx, kube, cfg.Host, namespace, extraAccess)
+		report(err)
 		if err == nil {
 			if reported != "" {
 				logger.Info("Startup checks passed")
