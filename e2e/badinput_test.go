@@ -67,6 +67,12 @@ func TestBadInputStartup(t *testing.T) {
 	unreachable := kubeconfigWith(t, func(server *string, _ *[]byte) { *server = "https://" + deadAddr })
 	wrongCA := kubeconfigWith(t, func(_ *string, ca *[]byte) { *ca = newCAPEM(t) })
 	admin := []string{"--kubeconfig", cp.Kubeconfig}
+	taken, err := net.Listen("tcp", "127.0.0.1:0") // held for the whole test
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenAddr := taken.Addr().String()
 	leader := slices.Concat(admin, []string{"--leader-elect"})
 
 	for _, tc := range []struct {
@@ -107,6 +113,10 @@ func TestBadInputStartup(t *testing.T) {
 			[]string{"--workers=0: must be between", "--kube-api-qps=0: must be positive"}},
 		{"unknown flag", slices.Concat(admin, []string{"--no-such-flag"}), 2, []string{"flag provided but not defined: -no-such-flag", "Usage"}},
 		{"malformed flag value", slices.Concat(admin, []string{"--workers=many"}), 2, []string{`invalid value "many" for flag -workers`}},
+		{"metrics address taken", slices.Concat(admin, []string{"--metrics-bind-address=" + takenAddr}), 1,
+			[]string{"serving metrics on " + takenAddr, "address already in use", "choose another address with --metrics-bind-address, or 0 to disable"}},
+		{"probe address taken", slices.Concat(admin, []string{"--metrics-bind-address=0", "--health-probe-bind-address=" + takenAddr}), 1,
+			[]string{"serving health probes on " + takenAddr, "address already in use", "choose another address with --health-probe-bind-address, or 0 to disable"}},
 		{"stray positional argument", slices.Concat(admin, []string{"stray"}), 2, []string{`unexpected arguments ["stray"]`, "all settings are flags"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,7 +170,7 @@ func TestBadInputCRDInstalledWhileWaiting(t *testing.T) {
 
 	start := time.Now()
 	p, err := controlplane.StartProcess(controllerBin, nil, filepath.Join(artifacts, "TestBadInputCRDInstalledWhileWaiting.log"),
-		"--kubeconfig", bare.Kubeconfig, "-v=2", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--startup-timeout=2m")
+		"--kubeconfig", bare.Kubeconfig, "-v=2", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--startup-timeout=2m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +182,15 @@ func TestBadInputCRDInstalledWhileWaiting(t *testing.T) {
 	reported := time.Since(start)
 	if reported > 3*time.Second {
 		t.Errorf("missing CRD reported after %v, want at once", reported)
+	}
+	// While it waits, the process is alive (a liveness probe must not
+	// restart it) and its readiness says what is missing.
+	probes := endpoint(t, p, "health probes")
+	if code, body := httpGet(t, probes+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, missing) {
+		t.Errorf("/readyz while the CRD is missing = %d %q, want 503 naming the CRD", code, body)
+	}
+	if code, body := httpGet(t, probes+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while the CRD is missing = %d %q, want 200", code, body)
 	}
 
 	installed := time.Now()
@@ -195,6 +214,7 @@ func TestBadInputCRDInstalledWhileWaiting(t *testing.T) {
 	// Convergence on this control plane: every pod has its exact mirror.
 	waitConvergedOn(t, bare, 30*time.Second, nil, ns)
 	converged := time.Since(installed)
+	waitProbe(t, p, "/readyz", http.StatusOK, "ok")
 	code, err := p.Stop(30 * time.Second)
 	if err != nil || code != 0 {
 		t.Errorf("graceful stop: exit %d, %v", code, err)
