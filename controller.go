@@ -164,6 +164,13 @@ func unwrapTombstone(obj any) any {
 // the next process (or the next leader) reconciles every pod from a fresh
 // list at startup.
 func (c *Controller) Run(ctx context.Context, workers int) error {
+	return c.RunLeading(ctx, context.WithoutCancel(ctx), workers)
+}
+
+// RunLeading is Run for a leader: the calls in flight are cancelled when
+// inflight ends (the lease is lost, and another replica may soon lead), not
+// when ctx ends (a graceful stop, where they are let finish).
+func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 
@@ -173,11 +180,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	}
 
 	logger.Info("Starting workers", "count", workers)
-	workCtx := context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for c.processNextWorkItem(ctx, workCtx) {
+			for c.processNextWorkItem(ctx, inflight) {
 			}
 		})
 	}

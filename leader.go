@@ -87,12 +87,15 @@ func (l *leaderOptions) leaseAccess() []authorizationv1.ResourceAttributes {
 }
 
 // runWithLeaderElection runs work only while holding the Lease. Work gets a
-// context that ends on shutdown (ctx) or when the lease is lost. On
-// shutdown, work finishes first and the lease is released afterwards, so a
-// standby takes over at once without overlapping in-flight writes. Losing
-// the lease ends the process; its supervisor restarts it as a standby.
+// context that ends on shutdown (ctx) or when the lease is lost, and an
+// inflight context for its API calls that ends only when the lease is lost.
+// On shutdown, work finishes first and the lease is released afterwards, so
+// a standby takes over at once without overlapping in-flight writes. When a
+// renewal is a renew deadline overdue, work stops and in-flight calls are
+// cancelled before the lease can expire for the standbys; the process then
+// exits and its supervisor restarts it as a standby.
 func runWithLeaderElection(ctx context.Context, l leaderOptions, kube kubernetes.Interface, recorder record.EventRecorder,
-	adaptor *leaderelection.HealthzAdaptor, leading *atomic.Bool, work func(context.Context) error) error {
+	adaptor *leaderelection.HealthzAdaptor, leading *atomic.Bool, work func(ctx, inflight context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	host, _ := os.Hostname()
 	id := host + "_" + string(uuid.NewUUID())
@@ -108,7 +111,8 @@ func runWithLeaderElection(ctx context.Context, l leaderOptions, kube kubernetes
 	defer stopElector()
 	var workErr error
 	workDone := make(chan struct{})
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	var elector *leaderelection.LeaderElector // the callbacks run only after it is set
+	elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		Name:            l.resourceName,
 		LeaseDuration:   l.leaseDuration,
@@ -121,10 +125,16 @@ func runWithLeaderElection(ctx context.Context, l leaderOptions, kube kubernetes
 				defer close(workDone)
 				leading.Store(true)
 				logger.Info("Became the leader", "identity", id, "lease", klog.KRef(l.namespace(), l.resourceName))
-				workCtx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				context.AfterFunc(leaseCtx, cancel)
-				workErr = work(workCtx)
+				// Shutdown stops taking work and lets calls in flight
+				// finish; losing the lease also cancels those calls.
+				workCtx, stop := context.WithCancel(ctx)
+				defer stop()
+				inflight, abort := context.WithCancel(context.WithoutCancel(ctx))
+				defer abort()
+				lost := func() { abort(); stop() }
+				context.AfterFunc(leaseCtx, lost)
+				go stopWhenRenewalOverdue(workCtx, elector, l, lost)
+				workErr = work(workCtx, inflight)
 				stopElector() // release the lease now that work has stopped
 			},
 			// client-go calls this whenever the elector stops, also on a
@@ -166,5 +176,28 @@ func runWithLeaderElection(ctx context.Context, l leaderOptions, kube kubernetes
 		return workErr
 	default:
 		return nil
+	}
+}
+
+// stopWhenRenewalOverdue calls stop once the last successful renewal is a
+// renew deadline old. client-go ends the leader's context only after it has
+// also tried to release the Lease, which can take another renew deadline;
+// by then the Lease may have expired and a standby may lead. Stopping work
+// here, while the Lease is still ours (renew deadline < lease duration),
+// keeps two leaders from writing at once.
+func stopWhenRenewalOverdue(ctx context.Context, elector *leaderelection.LeaderElector, l leaderOptions, stop func()) {
+	tick := time.NewTicker(max(l.retryPeriod/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := elector.Check(l.renewDeadline - l.leaseDuration); err != nil {
+				klog.FromContext(ctx).Error(err, "Lease not renewed within the renew deadline; stopping work before it can expire", "renewDeadline", l.renewDeadline)
+				stop()
+				return
+			}
+		}
 	}
 }

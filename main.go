@@ -234,8 +234,8 @@ func run(ctx context.Context, o options) error {
 	if !o.leader.enabled {
 		return controller.Run(ctx, o.workers)
 	}
-	return runWithLeaderElection(ctx, o.leader, kube, recorder, adaptor, &leading, func(ctx context.Context) error {
-		return controller.Run(ctx, o.workers)
+	return runWithLeaderElection(ctx, o.leader, kube, recorder, adaptor, &leading, func(ctx, inflight context.Context) error {
+		return controller.RunLeading(ctx, inflight, o.workers)
 	})
 }
 

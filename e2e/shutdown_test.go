@@ -133,6 +133,15 @@ func TestLeaseLossEndsTheLeader(t *testing.T) {
 
 	_, took := leaderOf(t, []*controlplane.Process{standby}, lease+10*time.Second)
 	t.Logf("the standby led %v after the cut-off leader exited", took.Round(time.Millisecond))
+	// Never two leaders at work: the cut-off leader stopped its workers
+	// (a renew deadline after its last renewal) before the standby could
+	// take the Lease (a lease duration after it).
+	stopped := logTime(t, cutOff.Output(), "Workers stopped")
+	led := logTime(t, standby.Output(), "Became the leader")
+	t.Logf("cut-off leader stopped work %v before the standby led", led.Sub(stopped).Round(time.Millisecond))
+	if !stopped.Before(led) {
+		t.Errorf("the cut-off leader stopped work at %v, after the standby became the leader at %v", stopped.Format(time.StampMicro), led.Format(time.StampMicro))
+	}
 	if code, body := httpGet(t, endpoint(t, standby, "health probes")+"/healthz"); code != http.StatusOK {
 		t.Errorf("new leader /healthz = %d %q", code, body)
 	}
@@ -154,4 +163,27 @@ func waitProbe(t *testing.T, p *controlplane.Process, path string, code int, wan
 	}); err != nil {
 		t.Fatalf("%s = %d %q, want %d %q", path, got, body, code, want)
 	}
+}
+
+// logTime returns the time of the first klog line in out that contains
+// substr. klog prints the time of day; both processes share the clock.
+func logTime(t *testing.T, out, substr string) time.Time {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, substr) {
+			continue
+		}
+		// I1121 22:45:44.604332    8506 file.go:123] "message"
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			break
+		}
+		ts, err := time.Parse("15:04:05.000000", fields[1])
+		if err != nil {
+			t.Fatalf("cannot read the time of %q: %v", line, err)
+		}
+		return ts
+	}
+	t.Fatalf("no log line contains %q", substr)
+	return time.Time{}
 }
