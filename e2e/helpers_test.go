@@ -79,11 +79,18 @@ func startController(t *testing.T, args ...string) *controlplane.Process {
 
 func startControllerAs(t *testing.T, kubeconfig string, args ...string) *controlplane.Process {
 	t.Helper()
+	return startControllerEnv(t, nil, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+}
+
+// startControllerEnv is startController with env added to the test's own
+// environment (later entries win) and no --kubeconfig unless args has one.
+func startControllerEnv(t *testing.T, env []string, args ...string) *controlplane.Process {
+	t.Helper()
 	logFile := filepath.Join(artifacts, strings.ReplaceAll(t.Name(), "/", "_")+".log")
 	// Random loopback ports, read back from the log, let replicas run side by side.
-	all := append([]string{"--kubeconfig", kubeconfig, "-v=2",
+	all := append([]string{"-v=2",
 		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, args...)
-	p, err := controlplane.StartProcess(controllerBin, nil, logFile, all...)
+	p, err := controlplane.StartProcess(controllerBin, env, logFile, all...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,15 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
 // TestKubectlView checks what users see with kubectl: the printer columns,
-// the server-side "who has this IP?" lookup across namespaces, and the
-// CRD's validation of addresses. The controller watches all namespaces.
+// the server-side "who has this IP?" lookup across namespaces, the CRD's
+// validation of addresses and bounds, and that the shipped example is valid.
+// The controller watches all namespaces.
 func TestKubectlView(t *testing.T) {
 	ns1, ns2 := newNamespace(t), newNamespace(t)
 	p := startController(t)
@@ -58,6 +60,31 @@ func TestKubectlView(t *testing.T) {
 	out, err = kubectlStdin(t, bad, "create", "-f", "-")
 	if err == nil || !strings.Contains(out, "podAddress must be an IPv4 or IPv6 address") || !strings.Contains(out, "each podIPs entry must be an IPv4 or IPv6 address") {
 		t.Errorf("creating a PodToIp with invalid addresses: err=%v out=%s", err, out)
+	}
+
+	// The schema's bounds (artifacts/crd.yaml) are enforced by the server:
+	// at most two podIPs (one per IP family), and no address longer than
+	// the longest IPv6 text form (45 characters).
+	tooMany := `{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"three","namespace":"` + ns2 + `"},"podName":"three","podUID":"x","podAddress":"10.0.0.1","podIPs":["10.0.0.1","fd00::1","10.0.0.2"]}`
+	out, err = kubectlStdin(t, tooMany, "create", "-f", "-")
+	if err == nil || !strings.Contains(out, "podIPs: Too many: 3") || !strings.Contains(out, "at most 2 items") {
+		t.Errorf("creating a PodToIp with 3 podIPs: err=%v out=%s", err, out)
+	}
+	tooLong := `{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"long","namespace":"` + ns2 + `"},"podName":"long","podUID":"x","podAddress":"` + strings.Repeat("1", 46) + `"}`
+	out, err = kubectlStdin(t, tooLong, "create", "-f", "-")
+	if err == nil || !strings.Contains(out, "podAddress: Too long") || !strings.Contains(out, "45") {
+		t.Errorf("creating a PodToIp with a 46-character podAddress: err=%v out=%s", err, out)
+	}
+
+	// The shipped example is valid. It names the namespace "default"; a
+	// server-side dry run validates it there, as shipped, and stores nothing.
+	example := filepath.Join(cp.Root, "artifacts", "examples", "podtoip.yaml")
+	out, err = cp.Kubectl(t.Context(), "apply", "--dry-run=server", "-f", example)
+	if err != nil || !strings.Contains(out, "podtoip.example.com/web-0 created (server dry run)") {
+		t.Errorf("kubectl apply --dry-run=server -f %s: err=%v out=%s", example, err, out)
+	}
+	if m, err := getMirror(t.Context(), "default", "web-0"); err != nil || m != nil {
+		t.Errorf("the dry run stored default/web-0: %s (err %v)", describe(m), err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,15 @@ func TestMirrorLifecycle(t *testing.T) {
 		}
 		if m.Labels[managedBy] != "podtoip-controller" {
 			t.Errorf("mirror labels = %v, want %s=podtoip-controller", m.Labels, managedBy)
+		}
+		// Writes name the controller as field manager, so managedFields
+		// (kubectl get --show-managed-fields) says who owns the fields.
+		var managers []string
+		for _, f := range m.ManagedFields {
+			managers = append(managers, f.Manager)
+		}
+		if !slices.Contains(managers, "podtoip-controller") {
+			t.Errorf("managedFields managers = %q, want an entry for podtoip-controller", managers)
 		}
 		if len(m.OwnerReferences) != 1 {
 			t.Fatalf("ownerReferences = %+v, want exactly one", m.OwnerReferences)
