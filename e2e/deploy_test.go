@@ -13,6 +13,8 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -147,6 +149,66 @@ func TestDeployManifests(t *testing.T) {
 			}
 		}
 		t.Logf("%d access checks, %d of them allowed", len(checks), allowedCount)
+
+		// The matrix covers the resources named above. The API server's list
+		// of the ServiceAccount's rules covers all others, and any name: past
+		// what the default policy gives every ServiceAccount (discovery,
+		// issuer keys, trust bundles), each rule must be in the table.
+		rules := func(user string, groups []string, ns string) map[check]bool {
+			cfg := rest.CopyConfig(cp.Config)
+			cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+			kube, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			review := &authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: ns}}
+			res, err := kube.AuthorizationV1().SelfSubjectRulesReviews().Create(t.Context(), review, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status.Incomplete {
+				t.Fatalf("rules of %s in %s are incomplete: %s", user, ns, res.Status.EvaluationError)
+			}
+			set := map[check]bool{}
+			for _, r := range res.Status.ResourceRules {
+				names := r.ResourceNames
+				if len(names) == 0 {
+					names = []string{""}
+				}
+				for _, v := range r.Verbs {
+					for _, g := range r.APIGroups {
+						for _, rs := range r.Resources {
+							if resource, sub, ok := strings.Cut(rs, "/"); g != "" {
+								rs = resource + "." + g
+								if ok {
+									rs += "/" + sub
+								}
+							}
+							for _, n := range names {
+								set[check{v, rs, ns, n}] = true
+							}
+						}
+					}
+				}
+			}
+			for _, r := range res.Status.NonResourceRules {
+				for _, v := range r.Verbs {
+					for _, u := range r.NonResourceURLs {
+						set[check{v, "URL " + u, ns, ""}] = true
+					}
+				}
+			}
+			return set
+		}
+		for _, ns := range []string{deployNS, "default"} {
+			everyone := rules("system:serviceaccount:default:e2e-rbac-baseline",
+				[]string{"system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"}, ns)
+			for c := range rules(saUser, saGroups, ns) {
+				if !everyone[c] && !want(c.verb, c.resource, c.ns, c.name) {
+					t.Errorf("the ServiceAccount may %s %s in %s (name %q), which it does not need", c.verb, c.resource, c.ns, c.name)
+				}
+			}
+		}
 	})
 
 	// A token for the ServiceAccount, from the TokenRequest API.
