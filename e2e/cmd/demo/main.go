@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -74,8 +75,13 @@ func run() error {
 	show(ctx, cp, "kubectl get pods -A -o wide", "get", "pods", "-A", "-o", "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,IP:.status.podIP,NODE:.spec.nodeName")
 
 	step("Starting the controller: bin/podtoip-controller --kubeconfig " + cp.Kubeconfig)
-	bin := filepath.Join(cp.Root, "bin", "podtoip-controller")
-	ctrl, err := controlplane.StartProcess(bin, nil, "", "--kubeconfig", cp.Kubeconfig)
+	cmd := exec.Command(filepath.Join(cp.Root, "bin", "podtoip-controller"), "--kubeconfig", cp.Kubeconfig)
+	// Ctrl-C signals the terminal's whole foreground process group. In a
+	// group of its own, the controller gets only the SIGTERM sent below; a
+	// SIGINT as well would be a second signal, which makes it exit at once.
+	// (envtest starts kube-apiserver and etcd in their own groups too.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ctrl, err := controlplane.StartCmd(cmd, "")
 	if err != nil {
 		return err
 	}
