@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +13,8 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -65,59 +68,145 @@ func TestDeployManifests(t *testing.T) {
 	})
 
 	t.Run("RBAC grants exactly what is needed", func(t *testing.T) {
-		type check struct {
-			verb, group, resource, sub, ns, name string
-			allowed                              bool
+		// What the controller needs (see artifacts/rbac.yaml); every check
+		// below is allowed exactly when one of these grants covers it. An
+		// empty ns means any namespace or cluster-wide; nil names, any name.
+		type grant struct {
+			verbs    []string
+			resource string // as kubectl spells it: resource[.group][/subresource]
+			ns       string
+			names    []string
 		}
+		allowed := []grant{
+			{[]string{"get", "list", "watch"}, "pods", "", nil},
+			// No patch: it updates whole objects.
+			{[]string{"get", "list", "watch", "create", "update", "delete"}, "podtoips.example.com", "", nil},
+			{[]string{"create", "patch"}, "events", "", nil},
+			// Leader election in its own namespace. Create cannot be limited
+			// to a name; reads and writes touch only its own Lease.
+			{[]string{"create"}, "leases.coordination.k8s.io", deployNS, nil},
+			{[]string{"get", "update"}, "leases.coordination.k8s.io", deployNS, []string{"podtoip-controller"}},
+		}
+		want := func(verb, resource, ns, name string) bool {
+			for _, g := range allowed {
+				if slices.Contains(g.verbs, verb) && g.resource == resource &&
+					(g.ns == "" || g.ns == ns) && (g.names == nil || slices.Contains(g.names, name)) {
+					return true
+				}
+			}
+			return false
+		}
+
+		// Every verb on every resource the controller touches or could be
+		// tempted to, at cluster scope, in its own namespace and in another,
+		// so a broader grant anywhere in the matrix fails the test.
+		verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+		resources := []string{
+			"pods", "pods/status", "pods/log", "pods/exec", "pods/eviction",
+			"podtoips.example.com", "podtoips.example.com/status",
+			"events", "events.events.k8s.io", "leases.coordination.k8s.io",
+			"secrets", "configmaps", "nodes", "serviceaccounts/token",
+			"customresourcedefinitions.apiextensions.k8s.io",
+		}
+		type check struct{ verb, resource, ns, name string }
 		var checks []check
-		for _, v := range []string{"get", "list", "watch"} {
-			checks = append(checks, check{v, "", "pods", "", "", "", true}, check{v, "", "pods", "", "default", "", true})
+		for _, r := range resources {
+			// Named checks catch grants limited by resourceNames, which an
+			// unnamed request never matches.
+			names := []string{""}
+			switch r {
+			case "leases.coordination.k8s.io":
+				names = []string{"podtoip-controller", "other-lease", ""}
+			case "serviceaccounts/token":
+				names = []string{saName, ""} // minting its own tokens
+			}
+			for _, v := range verbs {
+				for _, ns := range []string{"", deployNS, "default"} {
+					for _, name := range names {
+						checks = append(checks, check{v, r, ns, name})
+					}
+				}
+			}
 		}
-		for _, v := range []string{"get", "list", "watch", "create", "update", "delete"} {
-			checks = append(checks, check{v, "example.com", "podtoips", "", "", "", true}, check{v, "example.com", "podtoips", "", "any-ns", "", true})
-		}
-		checks = append(checks,
-			check{"create", "", "events", "", "default", "", true},
-			check{"patch", "", "events", "", "default", "", true},
-			check{"create", "coordination.k8s.io", "leases", "", deployNS, "", true},
-			check{"get", "coordination.k8s.io", "leases", "", deployNS, "podtoip-controller", true},
-			check{"update", "coordination.k8s.io", "leases", "", deployNS, "podtoip-controller", true},
-		)
-		for _, v := range []string{"create", "update", "patch", "delete", "deletecollection"} {
-			checks = append(checks, check{v, "", "pods", "", "default", "", false})
-		}
-		checks = append(checks,
-			check{"update", "", "pods", "status", "default", "", false},
-			check{"patch", "example.com", "podtoips", "", "default", "", false},
-			check{"deletecollection", "example.com", "podtoips", "", "default", "", false},
-			check{"get", "", "events", "", "default", "", false},
-			check{"list", "", "events", "", "default", "", false},
-			check{"update", "", "events", "", "default", "", false},
-			check{"delete", "", "events", "", "default", "", false},
-			check{"get", "", "secrets", "", deployNS, "", false},
-			check{"list", "", "secrets", "", "", "", false},
-			check{"get", "", "configmaps", "", deployNS, "", false},
-			check{"get", "", "nodes", "", "", "", false},
-			check{"get", "coordination.k8s.io", "leases", "", deployNS, "other-lease", false},
-			check{"update", "coordination.k8s.io", "leases", "", deployNS, "other-lease", false},
-			check{"list", "coordination.k8s.io", "leases", "", deployNS, "", false},
-			check{"delete", "coordination.k8s.io", "leases", "", deployNS, "podtoip-controller", false},
-			check{"create", "coordination.k8s.io", "leases", "", "default", "", false},
-			check{"get", "coordination.k8s.io", "leases", "", "default", "podtoip-controller", false},
-			check{"update", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "", false},
-			check{"create", "", "serviceaccounts", "token", deployNS, saName, false},
-		)
+		allowedCount := 0
 		for _, c := range checks {
+			resource, sub, _ := strings.Cut(c.resource, "/")
+			resource, group, _ := strings.Cut(resource, ".")
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 				User: saUser, Groups: saGroups,
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: c.verb, Group: c.group, Resource: c.resource, Subresource: c.sub, Namespace: c.ns, Name: c.name},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: c.verb, Group: group, Resource: resource, Subresource: sub, Namespace: c.ns, Name: c.name},
 			}}
 			res, err := cp.Kube.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), sar, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Status.Allowed != c.allowed {
-				t.Errorf("%s %s.%s/%s ns=%q name=%q: allowed=%v, want %v", c.verb, c.resource, c.group, c.sub, c.ns, c.name, res.Status.Allowed, c.allowed)
+			w := want(c.verb, c.resource, c.ns, c.name)
+			if res.Status.Allowed != w {
+				t.Errorf("%s %s ns=%q name=%q: allowed=%v, want %v", c.verb, c.resource, c.ns, c.name, res.Status.Allowed, w)
+			}
+			if w {
+				allowedCount++
+			}
+		}
+		t.Logf("%d access checks, %d of them allowed", len(checks), allowedCount)
+
+		// The matrix covers the resources named above. The API server's list
+		// of the ServiceAccount's rules covers all others, and any name: past
+		// what the default policy gives every ServiceAccount (discovery,
+		// issuer keys, trust bundles), each rule must be in the table.
+		rules := func(user string, groups []string, ns string) map[check]bool {
+			cfg := rest.CopyConfig(cp.Config)
+			cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+			kube, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			review := &authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: ns}}
+			res, err := kube.AuthorizationV1().SelfSubjectRulesReviews().Create(t.Context(), review, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status.Incomplete {
+				t.Fatalf("rules of %s in %s are incomplete: %s", user, ns, res.Status.EvaluationError)
+			}
+			set := map[check]bool{}
+			for _, r := range res.Status.ResourceRules {
+				names := r.ResourceNames
+				if len(names) == 0 {
+					names = []string{""}
+				}
+				for _, v := range r.Verbs {
+					for _, g := range r.APIGroups {
+						for _, rs := range r.Resources {
+							if resource, sub, ok := strings.Cut(rs, "/"); g != "" {
+								rs = resource + "." + g
+								if ok {
+									rs += "/" + sub
+								}
+							}
+							for _, n := range names {
+								set[check{v, rs, ns, n}] = true
+							}
+						}
+					}
+				}
+			}
+			for _, r := range res.Status.NonResourceRules {
+				for _, v := range r.Verbs {
+					for _, u := range r.NonResourceURLs {
+						set[check{v, "URL " + u, ns, ""}] = true
+					}
+				}
+			}
+			return set
+		}
+		for _, ns := range []string{deployNS, "default"} {
+			everyone := rules("system:serviceaccount:default:e2e-rbac-baseline",
+				[]string{"system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"}, ns)
+			for c := range rules(saUser, saGroups, ns) {
+				if !everyone[c] && !want(c.verb, c.resource, c.ns, c.name) {
+					t.Errorf("the ServiceAccount may %s %s in %s (name %q), which it does not need", c.verb, c.resource, c.ns, c.name)
+				}
 			}
 		}
 	})

@@ -41,8 +41,16 @@ type Process struct {
 // StartProcess runs binary with args; its stdout and stderr are captured
 // and also copied to logFile when that is non-empty.
 func StartProcess(binary string, env []string, logFile string, args ...string) (*Process, error) {
-	p := &Process{Cmd: exec.Command(binary, args...), done: make(chan struct{})}
-	p.Cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return StartCmd(cmd, logFile)
+}
+
+// StartCmd is StartProcess for a command prepared by the caller, for
+// example with its own process group in SysProcAttr.
+func StartCmd(cmd *exec.Cmd, logFile string) (*Process, error) {
+	binary := cmd.Path
+	p := &Process{Cmd: cmd, done: make(chan struct{})}
 	var w io.Writer = (*lockedWriter)(p)
 	if logFile != "" {
 		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

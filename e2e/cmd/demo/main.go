@@ -8,8 +8,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -73,9 +75,17 @@ func run() error {
 	}
 	show(ctx, cp, "kubectl get pods -A -o wide", "get", "pods", "-A", "-o", "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,IP:.status.podIP,NODE:.spec.nodeName")
 
-	step("Starting the controller: bin/podtoip-controller --kubeconfig " + cp.Kubeconfig)
-	bin := filepath.Join(cp.Root, "bin", "podtoip-controller")
-	ctrl, err := controlplane.StartProcess(bin, nil, "", "--kubeconfig", cp.Kubeconfig)
+	// Port 0 on loopback: metrics and probes get free ports that only this
+	// machine can reach, read back from the controller's log.
+	args := []string{"--kubeconfig", cp.Kubeconfig, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}
+	step("Starting the controller: bin/podtoip-controller " + strings.Join(args, " "))
+	cmd := exec.Command(filepath.Join(cp.Root, "bin", "podtoip-controller"), args...)
+	// Ctrl-C signals the terminal's whole foreground process group. In a
+	// group of its own, the controller gets only the SIGTERM sent below; a
+	// SIGINT as well would be a second signal, which makes it exit at once.
+	// (envtest starts kube-apiserver and etcd in their own groups too.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ctrl, err := controlplane.StartCmd(cmd, "")
 	if err != nil {
 		return err
 	}
@@ -85,6 +95,11 @@ func run() error {
 		fmt.Printf("controller exited with code %d %v\n", code, errOrEmpty(err))
 	}()
 
+	addrs, err := servingAddresses(ctx, ctrl)
+	if err != nil {
+		fmt.Println(ctrl.Output())
+		return err
+	}
 	if err := waitForMirrors(ctx, cp, len(demoPods)); err != nil {
 		fmt.Println(ctrl.Output())
 		return err
@@ -119,8 +134,13 @@ Create pods and set their IPs to watch mirrors appear (the demo has no kubelet):
     kubectl patch pod demo --subresource=status --type=merge \
       -p '{"status":{"phase":"Running","podIP":"10.244.3.3","podIPs":[{"ip":"10.244.3.3"}]}}'
 
+The controller's metrics and readiness:
+
+    curl -s http://%s/metrics | grep ^podtoip_
+    curl http://%s/readyz
+
 Press Ctrl-C to stop the controller and the control plane.
-`, cp.Kubeconfig)
+`, cp.Kubeconfig, addrs["metrics"], addrs["health probes"])
 
 	<-ctx.Done()
 	fmt.Println()
@@ -128,6 +148,24 @@ Press Ctrl-C to stop the controller and the control plane.
 }
 
 func step(msg string) { fmt.Printf("\n==> %s\n", msg) }
+
+var servingRE = regexp.MustCompile(`"Serving (metrics|health probes)" address="([^"]+)"`)
+
+// servingAddresses waits for the controller to log where it serves metrics
+// and health probes, and returns those addresses by what they serve.
+func servingAddresses(ctx context.Context, ctrl *controlplane.Process) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// Health probes are set up after metrics, so both are logged by then.
+	if err := ctrl.WaitForOutput(ctx, `"Serving health probes"`); err != nil {
+		return nil, err
+	}
+	addrs := map[string]string{}
+	for _, m := range servingRE.FindAllStringSubmatch(ctrl.Output(), -1) {
+		addrs[m[1]] = m[2]
+	}
+	return addrs, nil
+}
 
 func errOrEmpty(err error) string {
 	if err != nil {
