@@ -301,6 +301,21 @@ func endpoint(t *testing.T, p *controlplane.Process, what string) string {
 	return ""
 }
 
+// waitProbe waits until p's probe path answers code with exactly the body
+// want (trailing newline aside).
+func waitProbe(t *testing.T, p *controlplane.Process, path string, code int, want string) {
+	t.Helper()
+	url := endpoint(t, p, "health probes") + path
+	var got int
+	var body string
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		got, body = httpGet(t, url)
+		return got == code && strings.TrimSpace(body) == want, nil
+	}); err != nil {
+		t.Fatalf("%s = %d %q, want %d %q", path, got, body, code, want)
+	}
+}
+
 // httpGet returns the status code and body of url.
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()

@@ -170,20 +170,12 @@ func TestLeaderElection(t *testing.T) {
 	}
 	leader, _ := leaderOf(t, replicas, 30*time.Second)
 	for _, r := range replicas {
-		code, body := httpGet(t, endpoint(t, r, "health probes")+"/readyz")
 		want := "ok: standby, waiting for the leader lease"
 		if r == leader {
 			want = "ok: leader"
 		}
-		if code != http.StatusOK || strings.TrimSpace(body) != want {
-			// Caches may still be syncing on a standby: wait for it.
-			if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-				code, body = httpGet(t, endpoint(t, r, "health probes")+"/readyz")
-				return code == http.StatusOK && strings.TrimSpace(body) == want, nil
-			}); err != nil {
-				t.Errorf("/readyz = %d %q, want %q", code, body, want)
-			}
-		}
+		// Caches may still be syncing on a standby: wait for it.
+		waitProbe(t, r, "/readyz", http.StatusOK, want)
 		// Liveness is ok on the leader and on standbys alike: waiting for
 		// the lease is not a reason to restart.
 		if code, body := httpGet(t, endpoint(t, r, "health probes")+"/healthz"); code != http.StatusOK {

@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"example.com/podtoip-controller/e2e/controlplane"
 )
@@ -148,21 +145,6 @@ func TestLeaseLossEndsTheLeader(t *testing.T) {
 	runningPod(t, ns, "b", []string{"10.244.51.2"})
 	setPodIPs(t, ns, "a", "Running", "10.244.51.3")
 	waitConverged(t, 30*time.Second, nil, ns)
-}
-
-// waitProbe waits until p's probe path answers code with a body containing
-// want.
-func waitProbe(t *testing.T, p *controlplane.Process, path string, code int, want string) {
-	t.Helper()
-	url := endpoint(t, p, "health probes") + path
-	var got int
-	var body string
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		got, body = httpGet(t, url)
-		return got == code && strings.Contains(body, want), nil
-	}); err != nil {
-		t.Fatalf("%s = %d %q, want %d %q", path, got, body, code, want)
-	}
 }
 
 // logTime returns the time of the first klog line in out that contains
