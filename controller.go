@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,8 +19,9 @@ import (
 )
 
 const (
-	// maxPermanentRetries bounds retries of errors that repeating cannot fix
-	// (the API server rejected the object itself). Transient errors (server
+	// maxPermanentRetries bounds the attempts at a key whose error repeating
+	// cannot fix (the API server rejected the object itself): the key is
+	// dropped when its 15th attempt fails. Transient errors (server
 	// unavailable, timeouts, throttling, RBAC not yet granted) are retried
 	// with capped backoff for as long as they last: dropping them would leave
 	// a mirror stale until the pod happens to change again.
@@ -53,14 +55,27 @@ type Controller struct {
 	mirrors       cache.Indexer
 	mirrorsSynced cache.InformerSynced
 
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// active is set while workers run. Handlers queue keys only then: a
+	// standby's informers deliver every event too, and with nobody taking
+	// keys its queue would keep every pod name it ever saw. A process that
+	// starts its workers queues every cached key at once instead.
+	active   atomic.Bool
 	recorder record.EventRecorder
 	tracker  *writeTracker
 
-	// foreign remembers the unmanaged PodToIps already reported (by UID), so
-	// each is reported once, not on every pod change.
+	// foreign remembers the unmanaged PodToIps already reported, so each is
+	// reported once, not on every pod change.
 	foreignMu sync.Mutex
-	foreign   map[cache.ObjectName]types.UID
+	foreign   map[cache.ObjectName]foreignReport
+}
+
+// foreignReport is what has been said about an unmanaged PodToIp: the log
+// line once per object, the Warning event once per pod incarnation, since
+// a pod created after (or recreated under) the object must get it too.
+type foreignReport struct {
+	mirror types.UID // the object logged about
+	pod    types.UID // the pod told by an event, if any
 }
 
 // NewController wires the handlers of both informers to a new queue. The
@@ -80,7 +95,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 		),
 		recorder: recorder,
 		tracker:  newWriteTracker(),
-		foreign:  map[cache.ObjectName]types.UID{},
+		foreign:  map[cache.ObjectName]foreignReport{},
 	}
 	logger := klog.FromContext(ctx)
 	if _, err := podInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
@@ -103,8 +118,15 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 // The event handlers only filter and enqueue; all decisions are made in
 // syncHandler from the caches.
 
+// enqueue queues key for the workers, if they run (see active).
+func (c *Controller) enqueue(key cache.ObjectName) {
+	if c.active.Load() {
+		c.queue.Add(key)
+	}
+}
+
 func (c *Controller) addPod(obj any) {
-	c.queue.Add(cache.MetaObjectToName(obj.(*podInfo)))
+	c.enqueue(cache.MetaObjectToName(obj.(*podInfo)))
 }
 
 func (c *Controller) updatePod(oldObj, newObj any) {
@@ -112,12 +134,12 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 	if old.ResourceVersion == cur.ResourceVersion || !mirrorChanged(old, cur) {
 		return
 	}
-	c.queue.Add(cache.MetaObjectToName(cur))
+	c.enqueue(cache.MetaObjectToName(cur))
 }
 
 func (c *Controller) deletePod(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
-		c.queue.Add(cache.MetaObjectToName(pod))
+		c.enqueue(cache.MetaObjectToName(pod))
 	}
 }
 
@@ -125,7 +147,7 @@ func (c *Controller) addMirror(obj any) {
 	m := obj.(*PodToIp)
 	key := cache.MetaObjectToName(m)
 	c.tracker.observe(key, m, false)
-	c.queue.Add(key)
+	c.enqueue(key)
 }
 
 func (c *Controller) updateMirror(oldObj, newObj any) {
@@ -135,7 +157,7 @@ func (c *Controller) updateMirror(oldObj, newObj any) {
 	}
 	key := cache.MetaObjectToName(cur)
 	c.tracker.observe(key, cur, false)
-	c.queue.Add(key)
+	c.enqueue(key)
 }
 
 func (c *Controller) deleteMirror(obj any) {
@@ -145,7 +167,7 @@ func (c *Controller) deleteMirror(obj any) {
 	}
 	key := cache.MetaObjectToName(m)
 	c.tracker.observe(key, m, true)
-	c.queue.Add(key)
+	c.enqueue(key)
 }
 
 // unwrapTombstone returns the last known object of a deletion the informer
@@ -179,7 +201,8 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 		return nil // stopped before the caches synced
 	}
 
-	logger.Info("Starting workers", "count", workers)
+	queued := c.activate()
+	logger.Info("Starting workers", "count", workers, "queued", queued)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -188,11 +211,31 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 		})
 	}
 	<-ctx.Done()
+	c.active.Store(false)
 	logger.Info("Shutting down: finishing in-flight work; queued pods are reconciled by the next start", "queued", c.queue.Len())
 	c.queue.ShutDown()
 	wg.Wait()
 	logger.Info("Workers stopped")
 	return nil
+}
+
+// activate turns on queueing from the event handlers and queues the key of
+// every cached pod and mirror, so that workers starting late (a standby
+// becoming the leader) reconcile everything that happened while nobody
+// worked. Handlers are switched on first: an event delivered meanwhile is
+// already in the cache, so it is queued either by its handler or by the
+// listing below (and deduplicated if both). It returns the number of keys
+// queued.
+func (c *Controller) activate() int {
+	c.active.Store(true)
+	for _, store := range []cache.Store{c.pods, c.mirrors} {
+		for _, k := range store.ListKeys() {
+			if key, err := cache.ParseObjectName(k); err == nil {
+				c.queue.Add(key)
+			}
+		}
+	}
+	return c.queue.Len()
 }
 
 // processNextWorkItem handles one key with workCtx; it returns false once
@@ -229,7 +272,7 @@ func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectN
 	}
 	logger := klog.FromContext(ctx)
 	requeues := c.queue.NumRequeues(key)
-	if isPermanent(err) && requeues >= maxPermanentRetries {
+	if isPermanent(err) && requeues+1 >= maxPermanentRetries {
 		c.queue.Forget(key)
 		utilruntime.HandleErrorWithContext(ctx, err, "Dropping pod from the queue after repeated failures", "pod", key, "attempts", requeues+1)
 		return
@@ -322,7 +365,11 @@ func (c *Controller) cachedMirror(key cache.ObjectName) (*PodToIp, error) {
 }
 
 func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp) error {
+	c.tracker.begin(key)
 	created, err := c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{})
+	if err != nil {
+		c.tracker.abandon(key)
+	}
 	switch {
 	case err == nil:
 		c.tracker.wrote(key, created.ResourceVersion)
@@ -343,7 +390,11 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 }
 
 func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, obj *PodToIp) error {
+	c.tracker.begin(key)
 	updated, err := c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{})
+	if err != nil {
+		c.tracker.abandon(key)
+	}
 	switch {
 	case err == nil:
 		c.tracker.wrote(key, updated.ResourceVersion)
@@ -385,15 +436,23 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 // name is not ours and is left alone.
 func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *podInfo, m *PodToIp) {
 	c.foreignMu.Lock()
-	seen := c.foreign[key] == m.UID
-	c.foreign[key] = m.UID
-	c.foreignMu.Unlock()
-	if seen {
-		return
+	prev := c.foreign[key]
+	report := foreignReport{mirror: m.UID}
+	if prev.mirror == m.UID {
+		report.pod = prev.pod
 	}
-	klog.FromContext(ctx).Info("Leaving alone a PodToIp that is not managed by this controller",
-		"podtoip", klog.KObj(m), "label", managedByLabel, "value", m.Labels[managedByLabel])
-	if pod != nil && c.recorder != nil {
+	logIt := prev.mirror != m.UID
+	eventIt := pod != nil && report.pod != pod.UID
+	if eventIt {
+		report.pod = pod.UID
+	}
+	c.foreign[key] = report
+	c.foreignMu.Unlock()
+	if logIt {
+		klog.FromContext(ctx).Info("Leaving alone a PodToIp that is not managed by this controller",
+			"podtoip", klog.KObj(m), "label", managedByLabel, "value", m.Labels[managedByLabel])
+	}
+	if eventIt && c.recorder != nil {
 		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonNotManaged,
 			"PodToIp %s exists but is not managed by %s (label %s=%q); it is left unchanged. Delete it to let the controller mirror this pod.",
 			key, controllerName, managedByLabel, m.Labels[managedByLabel])

@@ -111,8 +111,9 @@ func newFixture(t *testing.T) *fixture {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Second)),
 		recorder: f.recorder,
 		tracker:  newWriteTracker(),
-		foreign:  map[cache.ObjectName]types.UID{},
+		foreign:  map[cache.ObjectName]foreignReport{},
 	}
+	f.c.active.Store(true) // as when the workers run
 	t.Cleanup(f.c.queue.ShutDown)
 	return f
 }
@@ -217,30 +218,6 @@ func TestSyncNoMirrorWanted(t *testing.T) {
 	f.expectActions()
 }
 
-func TestSyncToleratesStaleCacheErrors(t *testing.T) {
-	gr := schema.GroupResource{Group: GroupVersion.Group, Resource: Resource}
-	for name, tc := range map[string]struct {
-		err   error
-		setup func(*fixture)
-	}{
-		"create AlreadyExists": {apierrors.NewAlreadyExists(gr, "web"), func(f *fixture) { _ = f.pods.Add(testPod()) }},
-		"update Conflict": {apierrors.NewConflict(gr, "web", nil), func(f *fixture) {
-			_ = f.pods.Add(testPod())
-			stale := desiredFor(testPod())
-			stale.PodAddress = "10.0.0.1"
-			f.cached(stale, "m-1", "7")
-		}},
-		"delete NotFound": {apierrors.NewNotFound(gr, "web"), func(f *fixture) { f.cached(desiredFor(testPod()), "m-1", "7") }},
-	} {
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			tc.setup(f)
-			f.client.err = tc.err
-			f.sync("web") // fails the test if an error is returned
-		})
-	}
-}
-
 func TestHandleErrRetriesTransientAndDropsPermanent(t *testing.T) {
 	f := newFixture(t)
 	key := cache.ObjectName{Namespace: "ns", Name: "web"}
@@ -257,11 +234,19 @@ func TestHandleErrRetriesTransientAndDropsPermanent(t *testing.T) {
 		t.Errorf("transient errors stopped being retried after %d attempts", f.c.queue.NumRequeues(key))
 	}
 	f.c.queue.Forget(key)
-	for range maxPermanentRetries + 1 {
-		f.c.handleErr(f.ctx, apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "PodToIp"}, "web", nil), key)
+	invalid := apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "PodToIp"}, "web", nil)
+	for attempt := 1; attempt < maxPermanentRetries; attempt++ {
+		f.c.handleErr(f.ctx, invalid, key)
+		if n := f.c.queue.NumRequeues(key); n != attempt {
+			t.Fatalf("permanent error after attempt %d: requeues = %d, want %d (retried until attempt %d)", attempt, n, attempt, maxPermanentRetries)
+		}
 	}
+	f.c.handleErr(f.ctx, invalid, key)
 	if n := f.c.queue.NumRequeues(key); n != 0 {
-		t.Errorf("permanent error still tracked after %d retries (requeues=%d), want dropped", maxPermanentRetries, n)
+		t.Errorf("permanent error still retried after attempt %d (requeues=%d), want dropped", maxPermanentRetries, n)
+	}
+	if maxPermanentRetries != 15 {
+		t.Errorf("maxPermanentRetries = %d; the README promises 15 attempts", maxPermanentRetries)
 	}
 	f.c.handleErr(f.ctx, nil, key)
 	if f.c.queue.NumRequeues(key) != 0 {

@@ -70,3 +70,84 @@ func TestWriteTracker(t *testing.T) {
 		t.Error("an incomparable resource version blocked the sync")
 	}
 }
+
+// TestWriteTrackerDeletionsClear checks that a deletion event clears the
+// record of a create or update however old the object it carries: a
+// deletion learned by relisting arrives as a tombstone with the last cached
+// object, older than the write.
+func TestWriteTrackerDeletionsClear(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "web"}
+	tr := newWriteTracker()
+
+	tr.wrote(key, "200")
+	tr.observe(key, mirrorAt("a", "150"), true)
+	if tr.pending(key, nil) {
+		t.Error("an update stayed pending after a tombstone deletion of the object")
+	}
+	tr.wrote(key, "200")
+	tr.observe(key, mirrorAt("a", "200"), true)
+	if tr.len() != 0 {
+		t.Error("a create stayed recorded after its object's deletion event")
+	}
+}
+
+// TestWriteTrackerEventsBeforeWriteReturns checks events the informer
+// delivers while the write request is still returning: they must count.
+func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "web"}
+	for name, tc := range map[string]struct {
+		events      func(tr *writeTracker)
+		cached      *PodToIp
+		wantPending bool
+	}{
+		"own event seen": {
+			events: func(tr *writeTracker) { tr.observe(key, mirrorAt("a", "200"), false) },
+			cached: mirrorAt("a", "200"),
+		},
+		"own event and a foreign delete seen": {
+			events: func(tr *writeTracker) {
+				tr.observe(key, mirrorAt("a", "200"), false)
+				tr.observe(key, mirrorAt("a", "201"), true)
+			},
+			cached: nil,
+		},
+		"delete tombstone with an older object seen": {
+			events: func(tr *writeTracker) { tr.observe(key, mirrorAt("a", "150"), true) },
+			cached: nil,
+		},
+		"only an older event seen": {
+			events:      func(tr *writeTracker) { tr.observe(key, mirrorAt("a", "150"), false) },
+			cached:      mirrorAt("a", "150"),
+			wantPending: true,
+		},
+		"nothing seen": {
+			events:      func(*writeTracker) {},
+			cached:      nil,
+			wantPending: true,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr := newWriteTracker()
+			tr.begin(key)
+			tc.events(tr)
+			tr.wrote(key, "200")
+			if got := tr.pending(key, tc.cached); got != tc.wantPending {
+				t.Errorf("pending = %v, want %v", got, tc.wantPending)
+			}
+		})
+	}
+
+	// A failed write leaves nothing to wait for.
+	tr := newWriteTracker()
+	tr.begin(key)
+	tr.abandon(key)
+	if tr.len() != 0 || tr.pending(key, nil) {
+		t.Error("an abandoned write is still recorded")
+	}
+	// abandon never drops the record of an earlier, successful write.
+	tr.wrote(key, "300")
+	tr.abandon(key)
+	if !tr.pending(key, nil) {
+		t.Error("abandon dropped a completed write's record")
+	}
+}

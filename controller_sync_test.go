@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+var mirrorsGR = schema.GroupResource{Group: GroupVersion.Group, Resource: Resource}
+
+// TestSyncToleratesStaleCacheErrors checks the answers that only mean the
+// cache is behind: the one write is attempted, no error is returned (so no
+// retry is scheduled), and a failed create or update leaves nothing waiting
+// in the write tracker, so the watch event that follows is reconciled at once.
+func TestSyncToleratesStaleCacheErrors(t *testing.T) {
+	stale := func(mut func(*PodToIp)) func(*fixture) {
+		return func(f *fixture) {
+			_ = f.pods.Add(testPod())
+			m := desiredFor(testPod())
+			mut(m)
+			f.cached(m, "m-1", "7")
+		}
+	}
+	for name, tc := range map[string]struct {
+		err   error
+		setup func(*fixture)
+		want  string
+	}{
+		"create AlreadyExists": {apierrors.NewAlreadyExists(mirrorsGR, "web"), func(f *fixture) { _ = f.pods.Add(testPod()) }, "create ns/web"},
+		"update Conflict":      {apierrors.NewConflict(mirrorsGR, "web", nil), stale(func(m *PodToIp) { m.PodAddress = "10.0.0.1" }), "update ns/web"},
+		"update NotFound":      {apierrors.NewNotFound(mirrorsGR, "web"), stale(func(m *PodToIp) { m.NodeName = "node-9" }), "update ns/web"},
+		"delete NotFound":      {apierrors.NewNotFound(mirrorsGR, "web"), func(f *fixture) { f.cached(desiredFor(testPod()), "m-1", "7") }, "delete ns/web"},
+		"delete Conflict":      {apierrors.NewConflict(mirrorsGR, "web", nil), func(f *fixture) { f.cached(desiredFor(testPod()), "m-1", "7") }, "delete ns/web"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			tc.setup(f)
+			f.client.err = tc.err
+			f.sync("web") // fails the test if an error is returned
+			f.expectActions(tc.want)
+			if n := f.c.tracker.len(); n != 0 {
+				t.Errorf("write tracker holds %d records after a refused write, want 0", n)
+			}
+		})
+	}
+}
+
+// TestSyncCreateRejectedInTerminatingNamespace checks that a create refused
+// because the namespace is being deleted is not an error (the pod goes
+// away with its namespace), while any other refusal is returned for retry.
+func TestSyncCreateRejectedInTerminatingNamespace(t *testing.T) {
+	f := newFixture(t)
+	_ = f.pods.Add(testPod())
+	err := apierrors.NewForbidden(mirrorsGR, "web", fmt.Errorf("unable to create new content in namespace ns because it is being terminated"))
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
+	f.client.err = err
+	f.sync("web")
+	f.expectActions("create ns/web")
+
+	f.client.err = apierrors.NewForbidden(mirrorsGR, "web", fmt.Errorf("exceeded quota"))
+	if err := f.c.syncHandler(f.ctx, cache.ObjectName{Namespace: "ns", Name: "web"}); err == nil {
+		t.Error("a quota refusal of the create was swallowed; it must be returned and retried")
+	}
+}
+
+// TestSyncWritesWhatThePodShows checks each write's content, not only that
+// it happened: the created object, the update carrying the new fields on
+// the cached object (users' metadata kept, compare-and-swap on its
+// resourceVersion), and the UID precondition of the delete.
+func TestSyncWritesWhatThePodShows(t *testing.T) {
+	f := newFixture(t)
+	rec := &recordingMirrors{fakeMirrors: f.client}
+	f.c.mirrorClient = rec
+	pod := testPod()
+	_ = f.pods.Add(pod)
+	f.sync("web")
+	created := rec.last(t)
+	if created.PodAddress != "10.244.0.5" || fmt.Sprint(created.PodIPs) != "[10.244.0.5 fd00::5]" ||
+		created.NodeName != "node-1" || created.PodUID != "uid-1" || created.PodName != "web" ||
+		created.Labels[managedByLabel] != controllerName || len(created.OwnerReferences) != 1 ||
+		created.OwnerReferences[0].UID != "uid-1" || created.APIVersion != "example.com/v1" || created.Kind != "PodToIp" {
+		t.Errorf("created %+v, want the pod's fields, the managed-by label and the pod as owner", created)
+	}
+
+	have := created.DeepCopy()
+	have.Labels["team"] = "net"
+	have.Annotations = map[string]string{"note": "x"}
+	have = f.cached(have, "m-1", "101")
+	f.c.tracker.observe(cache.MetaObjectToName(have), have, false)
+	_ = f.pods.Update(testPod(func(p *corev1.Pod) {
+		p.Status.PodIP = "10.244.0.6"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.6"}}
+		p.Spec.NodeName = "node-2"
+	}))
+	f.sync("web")
+	updated := rec.last(t)
+	if updated.PodAddress != "10.244.0.6" || fmt.Sprint(updated.PodIPs) != "[10.244.0.6]" || updated.NodeName != "node-2" ||
+		updated.UID != "m-1" || updated.ResourceVersion != "101" || updated.Labels["team"] != "net" ||
+		updated.Labels[managedByLabel] != controllerName || updated.Annotations["note"] != "x" {
+		t.Errorf("updated %+v, want the new address and node on the cached object (UID, resourceVersion, users' metadata kept)", updated)
+	}
+	if have.PodAddress != "10.244.0.5" {
+		t.Error("the update modified the cached object")
+	}
+
+	_ = f.pods.Delete(pod)
+	f.c.tracker = newWriteTracker()
+	f.sync("web")
+	if rec.deleteUID != "m-1" {
+		t.Errorf("delete precondition UID = %q, want the cached object's m-1", rec.deleteUID)
+	}
+}
+
+// recordingMirrors keeps the objects written, on top of fakeMirrors.
+type recordingMirrors struct {
+	*fakeMirrors
+	written   []*PodToIp
+	deleteUID types.UID
+}
+
+func (r *recordingMirrors) PodToIps(ns string) PodToIpInterface {
+	return &recordingNS{r, r.fakeMirrors.PodToIps(ns)}
+}
+
+func (r *recordingMirrors) last(t *testing.T) *PodToIp {
+	t.Helper()
+	if len(r.written) == 0 {
+		t.Fatal("nothing was written")
+	}
+	return r.written[len(r.written)-1]
+}
+
+type recordingNS struct {
+	r *recordingMirrors
+	PodToIpInterface
+}
+
+func (n *recordingNS) Create(ctx context.Context, obj *PodToIp, opts metav1.CreateOptions) (*PodToIp, error) {
+	n.r.written = append(n.r.written, obj.DeepCopy())
+	return n.PodToIpInterface.Create(ctx, obj, opts)
+}
+
+func (n *recordingNS) Update(ctx context.Context, obj *PodToIp, opts metav1.UpdateOptions) (*PodToIp, error) {
+	n.r.written = append(n.r.written, obj.DeepCopy())
+	return n.PodToIpInterface.Update(ctx, obj, opts)
+}
+
+func (n *recordingNS) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	n.r.deleteUID = *opts.Preconditions.UID
+	return n.PodToIpInterface.Delete(ctx, name, opts)
+}
+
+// TestSyncAfterDeletionLearnedByRelist checks that a deletion the informer
+// learned only by relisting (a tombstone carrying the last cached, older
+// object) does not hold back the re-create until the tracker's safety net.
+func TestSyncAfterDeletionLearnedByRelist(t *testing.T) {
+	f := newFixture(t)
+	pod := testPod()
+	_ = f.pods.Add(pod)
+	stale := desiredFor(pod)
+	stale.PodAddress = "10.0.0.1"
+	old := f.cached(stale, "m-1", "99")
+	f.sync("web")
+	f.expectActions("update ns/web") // the cache has rv 99, the write made 101
+
+	// The watch broke; the relist finds the object gone.
+	_ = f.mirrors.Delete(old)
+	f.c.deleteMirror(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: old})
+	f.takeQueued()
+	f.sync("web")
+	f.expectActions("create ns/web")
+}
+
+// TestSyncAfterEventsOvertakeTheWrite checks a create whose own watch event,
+// and a deletion of the object by someone else, are both processed before
+// the create call returns: the next sync must re-create at once.
+func TestSyncAfterEventsOvertakeTheWrite(t *testing.T) {
+	f := newFixture(t)
+	_ = f.pods.Add(testPod())
+	f.client.entered, f.client.release = make(chan string), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := f.c.syncHandler(f.ctx, cache.ObjectName{Namespace: "ns", Name: "web"}); err != nil {
+			t.Errorf("syncHandler: %v", err)
+		}
+	}()
+	<-f.client.entered
+	// The informer delivers the object's add and its deletion meanwhile.
+	m := desiredFor(testPod())
+	m.UID, m.ResourceVersion = "m-1", "101"
+	f.c.addMirror(m)
+	gone := m.DeepCopy()
+	gone.ResourceVersion = "102"
+	f.c.deleteMirror(gone)
+	close(f.client.release)
+	<-done
+	f.client.entered = nil
+	f.expectActions("create ns/web")
+
+	f.sync("web")
+	f.expectActions("create ns/web")
+}
+
+// takeQueued takes every queued key, as a worker would.
+func (f *fixture) takeQueued() {
+	for f.c.queue.Len() > 0 {
+		k, _ := f.c.queue.Get()
+		f.c.queue.Done(k)
+	}
+}
+
+// TestSyncReportsForeignMirrorToPodCreatedLater checks that the Warning
+// event for an unmanaged PodToIp reaches a pod created after it, and a pod
+// recreated under it, once per pod.
+func TestSyncReportsForeignMirrorToPodCreatedLater(t *testing.T) {
+	f := newFixture(t)
+	foreign := desiredFor(testPod())
+	foreign.Labels = map[string]string{"team": "net"}
+	f.cached(foreign, "m-1", "5")
+
+	f.sync("web") // no pod yet: nothing to send an event to
+	if n := len(f.recorder.Events); n != 0 {
+		t.Fatalf("recorded %d events without a pod", n)
+	}
+	_ = f.pods.Add(testPod())
+	f.sync("web")
+	f.sync("web")
+	if n := len(f.recorder.Events); n != 1 {
+		t.Fatalf("recorded %d events once the pod exists, want exactly 1", n)
+	}
+	_ = f.pods.Update(testPod(func(p *corev1.Pod) { p.UID = "uid-2" }))
+	f.sync("web")
+	f.sync("web")
+	if n := len(f.recorder.Events); n != 2 {
+		t.Errorf("recorded %d events after the pod was recreated, want 2", n)
+	}
+	f.expectActions()
+}
+
+// TestHandlersQueueNothingUntilWorkersRun checks a standby: its informers
+// deliver every event, but with nobody taking keys its queue must hold
+// nothing; starting the workers queues every cached pod and mirror.
+func TestHandlersQueueNothingUntilWorkersRun(t *testing.T) {
+	f := newFixture(t)
+	f.c.active.Store(false)
+	for i := range 50 { // batch pods, each a new name, come and go
+		p := toPodInfo(testPod(func(p *corev1.Pod) { p.Name = fmt.Sprintf("job-%d", i) }))
+		_ = f.pods.Indexer.Add(p)
+		f.c.addPod(p)
+		_ = f.pods.Indexer.Delete(p)
+		f.c.deletePod(p)
+	}
+	_ = f.pods.Add(testPod())
+	f.c.addPod(toPodInfo(testPod()))
+	orphan := desiredFor(testPod(func(p *corev1.Pod) { p.Name = "gone" }))
+	orphan = f.cached(orphan, "m-9", "3")
+	f.c.addMirror(orphan)
+	if n := f.c.queue.Len(); n != 0 {
+		t.Fatalf("a standby queued %d keys", n)
+	}
+
+	if n := f.c.activate(); n != 2 {
+		t.Fatalf("activate queued %d keys, want the 2 cached ones", n)
+	}
+	f.takeQueued()
+	f.sync("web")
+	f.sync("gone")
+	f.expectActions("create ns/web", "delete ns/gone")
+	f.c.addPod(toPodInfo(testPod(func(p *corev1.Pod) { p.Name = "late" })))
+	if f.c.queue.Len() != 1 {
+		t.Error("events are not queued once the workers run")
+	}
+}
