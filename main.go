@@ -22,7 +22,6 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
@@ -56,7 +55,7 @@ type options struct {
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig file. If unset: the in-cluster configuration when running in a pod, else $KUBECONFIG or ~/.kube/config.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig file. If unset: $KUBECONFIG, else the pod's ServiceAccount when running in a pod, else ~/.kube/config.")
 	fs.StringVar(&o.master, "master", "", "Address of the Kubernetes API server; overrides the server in the kubeconfig.")
 	fs.StringVar(&o.namespace, "namespace", metav1.NamespaceAll, "Only mirror pods in this namespace (default: all namespaces).")
 	fs.IntVar(&o.workers, "workers", 32, "Number of pods reconciled concurrently (1-1000).")
@@ -142,10 +141,11 @@ func signalContext() context.Context {
 // is cancelled.
 func run(ctx context.Context, o options) error {
 	logger := klog.FromContext(ctx)
-	cfg, err := loadConfig(o.kubeconfig, o.master)
+	cc, err := loadConfig(o.kubeconfig, o.master, processEnv)
 	if err != nil {
 		return err
 	}
+	cfg := cc.Config
 	cfg.UserAgent = controllerName + "/" + buildVersion()
 	if o.qps > 0 {
 		// One limiter shared by every client of the process.
@@ -175,7 +175,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.enabled)
+	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "config", cc.source, "namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.enabled)
 	// Probes and metrics are served from the start: a process waiting for
 	// the API server, the CRD or its permissions is alive, not ready, and
 	// its /readyz says why.
@@ -193,7 +193,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	if err := waitForPreconditions(ctx, cfg, o.namespace, o.leader.leaseAccess(), o.startupTimeout, h.startupFailed); err != nil {
+	if err := waitForPreconditions(ctx, cfg, cc.credentials, o.namespace, o.leader.leaseAccess(), o.startupTimeout, h.startupFailed); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while waiting
 		}
@@ -293,40 +293,6 @@ func newMirrorInformer(client *Client, namespace string) (cache.SharedIndexInfor
 		return nil, fmt.Errorf("setting the PodToIp transform: %w", err)
 	}
 	return inf, nil
-}
-
-// loadConfig finds the client configuration: an explicit --kubeconfig must
-// exist; otherwise the in-cluster configuration inside a pod, else the usual
-// $KUBECONFIG / ~/.kube/config rules.
-func loadConfig(kubeconfig, master string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		if _, err := os.Stat(kubeconfig); err != nil {
-			return nil, fmt.Errorf("reading --kubeconfig %q: %w; pass the path of an existing kubeconfig file", kubeconfig, err)
-		}
-		cfg, err := clientcmd.BuildConfigFromFlags(master, kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("loading --kubeconfig %q: %w; check that it is a valid kubeconfig (kubectl --kubeconfig %s config view)", kubeconfig, err, kubeconfig)
-		}
-		return cfg, nil
-	}
-	if master == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("loading in-cluster configuration: %w; pass --kubeconfig when running outside a pod", err)
-		}
-		return cfg, nil
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	overrides := &clientcmd.ConfigOverrides{}
-	overrides.ClusterInfo.Server = master
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
-	if err != nil {
-		if clientcmd.IsEmptyConfig(err) {
-			return nil, errors.New("no Kubernetes configuration found: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, or run inside a pod")
-		}
-		return nil, fmt.Errorf("loading kubeconfig (from $KUBECONFIG or ~/.kube/config): %w", err)
-	}
-	return cfg, nil
 }
 
 func namespaceForLog(ns string) string {

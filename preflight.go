@@ -43,7 +43,7 @@ var requiredAccess = []authorizationv1.ResourceAttributes{
 // is seen, then the checks repeat until they pass or timeout expires, so the
 // controller can be started before (or while) the CRD and RBAC are applied.
 // report receives the outcome of every round (nil once they pass).
-func waitForPreconditions(ctx context.Context, cfg *rest.Config, namespace string, extraAccess []authorizationv1.ResourceAttributes, timeout time.Duration, report func(error)) error {
+func waitForPreconditions(ctx context.Context, cfg *rest.Config, credentials, namespace string, extraAccess []authorizationv1.ResourceAttributes, timeout time.Duration, report func(error)) error {
 	logger := klog.FromContext(ctx)
 	pcfg := rest.CopyConfig(cfg)
 	pcfg.Timeout = preflightRequestTimeout
@@ -56,7 +56,7 @@ func waitForPreconditions(ctx context.Context, cfg *rest.Config, namespace strin
 
 	reported := ""
 	for {
-		err := checkPreconditions(ctx, kube, cfg.Host, namespace, extraAccess)
+		err := checkPreconditions(ctx, kube, cfg.Host, credentials, namespace, extraAccess)
 		report(err)
 		if err == nil {
 			if reported != "" {
@@ -78,16 +78,16 @@ func waitForPreconditions(ctx context.Context, cfg *rest.Config, namespace strin
 
 // checkPreconditions runs each startup check once and explains the first
 // that fails in terms of what the user should do.
-func checkPreconditions(ctx context.Context, kube kubernetes.Interface, host, namespace string, extraAccess []authorizationv1.ResourceAttributes) error {
+func checkPreconditions(ctx context.Context, kube kubernetes.Interface, host, credentials, namespace string, extraAccess []authorizationv1.ResourceAttributes) error {
 	if err := kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
-		return describeConnError(err, host)
+		return describeConnError(err, host, credentials)
 	}
 	resources, err := kube.Discovery().ServerResourcesForGroupVersion(GroupVersion.String())
 	switch {
 	case apierrors.IsNotFound(err):
 		return errCRDMissing
 	case err != nil:
-		return fmt.Errorf("discovering %s: %w", GroupVersion, describeConnError(err, host))
+		return fmt.Errorf("discovering %s: %w", GroupVersion, describeConnError(err, host, credentials))
 	}
 	found := false
 	for _, r := range resources.APIResources {
@@ -116,11 +116,17 @@ func checkAccess(ctx context.Context, kube kubernetes.Interface, namespace strin
 		review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra},
 		}, metav1.CreateOptions{})
-		if err != nil {
-			// Not being allowed to ask is no proof of not being allowed to
-			// act; let the real requests tell.
-			logger.V(2).Info("Cannot check permissions; skipping the check", "err", err)
+		switch {
+		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
+			// Not being allowed to ask (or a server without the API) is
+			// no proof of not being allowed to act; let the real requests
+			// tell, and say so.
+			logger.Info("Cannot check permissions with a SelfSubjectAccessReview; skipping the check, the real requests will tell", "err", err)
 			return nil
+		case err != nil:
+			// A timeout or a server error says nothing about permissions;
+			// the check is repeated until it can be made.
+			return fmt.Errorf("cannot check permissions (SelfSubjectAccessReview for %s): %w", describeAccess(ra), err)
 		}
 		if !review.Status.Allowed {
 			denied = append(denied, describeAccess(ra))
@@ -153,8 +159,9 @@ func describeAccess(ra authorizationv1.ResourceAttributes) string {
 	return fmt.Sprintf("%s %s %s", ra.Verb, res, where)
 }
 
-// describeConnError turns a failed request into advice on what to check.
-func describeConnError(err error, host string) error {
+// describeConnError turns a failed request into advice on what to check;
+// credentials says what to check about the credentials in use.
+func describeConnError(err error, host, credentials string) error {
 	var (
 		unknownCA   x509.UnknownAuthorityError
 		hostnameErr x509.HostnameError
@@ -165,7 +172,7 @@ func describeConnError(err error, host string) error {
 	case errors.As(err, &unknownCA), errors.As(err, &hostnameErr), errors.As(err, &invalidCert), errors.As(err, &verifyErr):
 		return fmt.Errorf("cannot verify the TLS certificate of the API server at %s: %w; check certificate-authority(-data) and the server address in the kubeconfig", host, err)
 	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): %w; check the user's token or client certificate in the kubeconfig", host, err)
+		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): %w; %s", host, err, credentials)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("the API server at %s denied access: %w", host, err)
 	default:
