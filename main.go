@@ -193,7 +193,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	if err := waitForPreconditions(ctx, cfg, cc.credentials, o.namespace, o.leader.leaseAccess(), o.startupTimeout, h.startupFailed); err != nil {
+	if err := waitForPreconditions(ctx, cc, o.namespace, o.leader.leaseAccess(), o.startupTimeout, h.startupFailed); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while waiting
 		}

@@ -43,9 +43,9 @@ var requiredAccess = []authorizationv1.ResourceAttributes{
 // is seen, then the checks repeat until they pass or timeout expires, so the
 // controller can be started before (or while) the CRD and RBAC are applied.
 // report receives the outcome of every round (nil once they pass).
-func waitForPreconditions(ctx context.Context, cfg *rest.Config, credentials, namespace string, extraAccess []authorizationv1.ResourceAttributes, timeout time.Duration, report func(error)) error {
+func waitForPreconditions(ctx context.Context, cc *clientConfig, namespace string, extraAccess []authorizationv1.ResourceAttributes, timeout time.Duration, report func(error)) error {
 	logger := klog.FromContext(ctx)
-	pcfg := rest.CopyConfig(cfg)
+	pcfg := rest.CopyConfig(cc.Config)
 	pcfg.Timeout = preflightRequestTimeout
 	kube, err := kubernetes.NewForConfig(pcfg)
 	if err != nil {
@@ -56,7 +56,7 @@ func waitForPreconditions(ctx context.Context, cfg *rest.Config, credentials, na
 
 	reported := ""
 	for {
-		err := checkPreconditions(ctx, kube, cfg.Host, credentials, namespace, extraAccess)
+		err := checkPreconditions(ctx, kube, cc, namespace, extraAccess)
 		report(err)
 		if err == nil {
 			if reported != "" {
@@ -78,16 +78,16 @@ func waitForPreconditions(ctx context.Context, cfg *rest.Config, credentials, na
 
 // checkPreconditions runs each startup check once and explains the first
 // that fails in terms of what the user should do.
-func checkPreconditions(ctx context.Context, kube kubernetes.Interface, host, credentials, namespace string, extraAccess []authorizationv1.ResourceAttributes) error {
+func checkPreconditions(ctx context.Context, kube kubernetes.Interface, cc *clientConfig, namespace string, extraAccess []authorizationv1.ResourceAttributes) error {
 	if err := kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
-		return describeConnError(err, host, credentials)
+		return describeConnError(err, cc)
 	}
 	resources, err := kube.Discovery().ServerResourcesForGroupVersion(GroupVersion.String())
 	switch {
 	case apierrors.IsNotFound(err):
 		return errCRDMissing
 	case err != nil:
-		return fmt.Errorf("discovering %s: %w", GroupVersion, describeConnError(err, host, credentials))
+		return fmt.Errorf("discovering %s: %w", GroupVersion, describeConnError(err, cc))
 	}
 	found := false
 	for _, r := range resources.APIResources {
@@ -159,9 +159,10 @@ func describeAccess(ra authorizationv1.ResourceAttributes) string {
 	return fmt.Sprintf("%s %s %s", ra.Verb, res, where)
 }
 
-// describeConnError turns a failed request into advice on what to check;
-// credentials says what to check about the credentials in use.
-func describeConnError(err error, host, credentials string) error {
+// describeConnError turns a failed request into advice on what to check,
+// about the configuration actually in use.
+func describeConnError(err error, cc *clientConfig) error {
+	host := cc.Host
 	var (
 		unknownCA   x509.UnknownAuthorityError
 		hostnameErr x509.HostnameError
@@ -170,12 +171,12 @@ func describeConnError(err error, host, credentials string) error {
 	)
 	switch {
 	case errors.As(err, &unknownCA), errors.As(err, &hostnameErr), errors.As(err, &invalidCert), errors.As(err, &verifyErr):
-		return fmt.Errorf("cannot verify the TLS certificate of the API server at %s: %w; check certificate-authority(-data) and the server address in the kubeconfig", host, err)
+		return fmt.Errorf("cannot verify the TLS certificate of the API server at %s: %w; check the server address and the CA trusted by the configuration in use, %s (certificate-authority or certificate-authority-data in a kubeconfig, ca.crt of a ServiceAccount)", host, err, cc.source)
 	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): %w; %s", host, err, credentials)
+		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): %w; %s", host, err, cc.credentials)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("the API server at %s denied access: %w", host, err)
 	default:
-		return fmt.Errorf("cannot reach the API server at %s: %w; check that it is running and that --kubeconfig/--master point to it", host, err)
+		return fmt.Errorf("cannot reach the API server at %s (from %s): %w; check that it is running and that --kubeconfig, $KUBECONFIG or --master point to it", host, cc.source, err)
 	}
 }
