@@ -98,7 +98,7 @@ func fromKubeconfig(rules *clientcmd.ClientConfigLoadingRules, overrides *client
 		return nil, fmt.Errorf("loading %s: %w; %s", source, err, fix)
 	}
 	if clientcmdapi.IsConfigEmpty(raw) {
-		return nil, fmt.Errorf("%s holds no configuration (missing or empty files); %s", source, fix)
+		return nil, fmt.Errorf("loading %s: no configuration has been provided (missing or empty files); %s", source, fix)
 	}
 	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, "", overrides, rules).ClientConfig()
 	if err != nil {

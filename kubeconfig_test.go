@@ -67,7 +67,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"--master in a tokenless pod": {env: env{emptyHome, "", inPodWithoutToken}, master: "https://m.example", wantHost: "https://m.example", source: "without credentials"},
 		"tokenless pod, nothing else": {env: env{emptyHome, "", inPodWithoutToken}, wantErr: "its ServiceAccount credentials cannot be loaded"},
 		"nothing at all":              {env: env{emptyHome, "", nil}, wantErr: "no Kubernetes configuration found"},
-		"$KUBECONFIG names nothing":   {env: env{home, filepath.Join(tmp, "missing"), inPodWithToken}, wantErr: "$KUBECONFIG " + filepath.Join(tmp, "missing") + " holds no configuration"},
+		"$KUBECONFIG names nothing":   {env: env{home, filepath.Join(tmp, "missing"), inPodWithToken}, wantErr: "loading $KUBECONFIG " + filepath.Join(tmp, "missing") + ": no configuration has been provided"},
 		"flag names a missing file":   {env: env{home, "", nil}, flag: filepath.Join(tmp, "nope"), wantErr: "reading --kubeconfig"},
 	} {
 		t.Run(name, func(t *testing.T) {

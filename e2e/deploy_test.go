@@ -276,7 +276,7 @@ mkdir -p /var/run/secrets/kubernetes.io/serviceaccount
 mount --bind %q /var/run/secrets/kubernetes.io/serviceaccount
 exec %q "$@"`, sa, controllerBin)
 		// No --kubeconfig and no KUBECONFIG: exactly what a pod sees.
-		env := []string{"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port, "KUBECONFIG=/nonexistent/on-purpose"}
+		env := []string{"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port, "KUBECONFIG="}
 		ns := newNamespace(t)
 		p, err := controlplane.StartProcess("unshare", env, filepath.Join(artifacts, "TestDeployManifests_in-cluster.log"),
 			"--mount", "--propagation", "private", "sh", "-c", script, "podtoip-controller",
@@ -289,7 +289,7 @@ exec %q "$@"`, sa, controllerBin)
 			t.Fatalf("%v\n%s", err, p.Output())
 		}
 		out := p.Output()
-		if !strings.Contains(out, `server="https://`+host+":"+port+`"`) || !strings.Contains(out, `lease="`+deployNS+`/podtoip-controller"`) {
+		if !strings.Contains(out, `config="in-cluster ServiceAccount"`) || !strings.Contains(out, `server="https://`+host+":"+port+`"`) || !strings.Contains(out, `lease="`+deployNS+`/podtoip-controller"`) {
 			t.Errorf("did not use the in-cluster server and namespace:\n%s", out)
 		}
 		runningPod(t, ns, "ic-0", []string{"10.244.41.1"})
