@@ -74,7 +74,7 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 32, "Requests in flight for setup, the raw create/delete loop and pod deletion.")
 	flag.IntVar(&o.churnRate, "churn-rate", 100, "Pod IP changes per second during the churn phase.")
 	flag.DurationVar(&o.churnFor, "churn-duration", 20*time.Second, "Length of the churn phase.")
-	flag.DurationVar(&o.window, "restart-window", 10*time.Second, "How long to count writes after the in-sync restart.")
+	flag.DurationVar(&o.window, "restart-window", 10*time.Second, "How long to keep counting writes after the restarted controller logs \"Starting workers\" (they are counted from its start).")
 	flag.StringVar(&o.out, "out", "", "Write the results as JSON to this file (default: _output/bench/bench-N.json in the repository).")
 	flag.StringVar(&o.controller, "controller", "", "The podtoip-controller binary to measure (default: build it into bin/).")
 	flag.StringVar(&o.extraArgs, "controller-args", "", "Extra flags for the controller, space-separated, to compare settings (recorded runs use none: the defaults).")
