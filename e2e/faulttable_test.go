@@ -38,8 +38,8 @@ var faultRows = []faultRow{
 }
 
 // TestREADMEFaultTableMatchesTests: every row of the README's fault table
-// has its tests, and every TestFault test is a row's, so the table and
-// `make test-faults` cannot drift apart.
+// has its tests, every TestFault test is a row's, so the table and `make
+// test-faults` cannot drift apart, and each of them runs the checker.
 func TestREADMEFaultTableMatchesTests(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(cp.Root, "README.md"))
 	if err != nil {
@@ -69,6 +69,7 @@ func TestREADMEFaultTableMatchesTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	var selected []string
+	checked := map[string]bool{} // the test calls the checker
 	fset := token.NewFileSet()
 	for _, f := range files {
 		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
@@ -78,6 +79,14 @@ func TestREADMEFaultTableMatchesTests(t *testing.T) {
 		for _, d := range file.Decls {
 			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") && strings.Contains(fn.Name.Name, "TestFault") {
 				selected = append(selected, fn.Name.Name)
+				ast.Inspect(fn.Body, func(n ast.Node) bool {
+					if call, ok := n.(*ast.CallExpr); ok {
+						if id, ok := call.Fun.(*ast.Ident); ok && (id.Name == "waitConverged" || id.Name == "waitConvergedOn") {
+							checked[fn.Name.Name] = true
+						}
+					}
+					return true
+				})
 			}
 		}
 	}
@@ -110,6 +119,14 @@ func TestREADMEFaultTableMatchesTests(t *testing.T) {
 	for _, name := range selected {
 		if _, found := slices.BinarySearch(mapped, name); !found {
 			t.Errorf("%s is selected by -run TestFault but proves no row of the README's fault table", name)
+		}
+	}
+	// The README: every scenario that runs the controller on pods ends
+	// with the checker. With bad input the controller exits before it
+	// reads a pod.
+	for _, name := range selected {
+		if !checked[name] && name != "TestFaultBadInput" {
+			t.Errorf("%s never runs the checker (waitConverged)", name)
 		}
 	}
 	if len(mapped) != len(slices.Compact(slices.Clone(mapped))) {
