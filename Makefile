@@ -107,7 +107,7 @@ bench-plots: ## Draw docs/img/*.png from the results recorded in docs/bench/.
 
 .PHONY: test-faults
 test-faults: build controlplane ## Run only the fault scenarios (part of test-e2e; about 4 minutes).
-	cd e2e && $(GO) test -count=1 -timeout 20m -run 'TestFault' -v ./...
+	cd e2e && $(GO) test -count=1 -timeout 20m -run '^TestFault' -v ./...
 
 .PHONY: demo
 demo: build controlplane ## Start a throwaway control plane, run the controller on demo pods; Ctrl-C to stop and clean up.

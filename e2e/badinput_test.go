@@ -41,9 +41,9 @@ func noStackTrace(t *testing.T, out string) {
 	}
 }
 
-// TestBadInputStartup runs the binary with each kind of bad configuration
+// TestFaultBadInput runs the binary with each kind of bad configuration
 // and checks its exit code, its message and that it does not crash.
-func TestBadInputStartup(t *testing.T) {
+func TestFaultBadInput(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "no-such-kubeconfig")
 	unreadable := filepath.Join(dir, "kubeconfig-dir")
@@ -293,7 +293,7 @@ func canCreateMirrors(ctx context.Context, user, ns string) (bool, error) {
 	return sar.Status.Allowed, nil
 }
 
-// TestBadInputRBACRemovedAtRuntime runs the controller as a user bound to
+// TestFaultRBACRemovedAtRuntime runs the controller as a user bound to
 // exactly the shipped ClusterRole, then takes the binding away. RBAC is
 // checked when a request starts, so the watches opened before keep
 // delivering pod changes, and the writes they cause are refused. The
@@ -301,7 +301,7 @@ func canCreateMirrors(ctx context.Context, user, ns string) (bool, error) {
 // refused, and fail readiness (not liveness: a restart would not help)
 // with the refused calls in the body. Once the binding is back, readiness
 // returns on its own and every pod converges.
-func TestBadInputRBACRemovedAtRuntime(t *testing.T) {
+func TestFaultRBACRemovedAtRuntime(t *testing.T) {
 	ns := newNamespace(t)
 	user := "badinput-rbac-" + ns
 	kc, _, err := cp.AddUser(user)

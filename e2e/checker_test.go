@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"example.com/podtoip-controller/e2e/controlplane"
@@ -28,16 +30,22 @@ type convergence struct {
 	// ForeignTouched: an unmanaged PodToIp the test registered was changed or
 	// deleted.
 	ForeignTouched int
+	// Unmanaged: a PodToIp without the managed-by label that the test did
+	// not register as foreign. Only the controller writes PodToIps in a
+	// judged namespace besides the test, so this is a mirror that lost (or
+	// never had) its label: it must not satisfy a pod, or a controller that
+	// forgot its label would pass every scenario.
+	Unmanaged int
 	// Details names the first few offenders, for the failure message.
 	Details []string
 }
 
 func (c convergence) ok() bool {
-	return c.Missing == 0 && c.Stale == 0 && c.Orphan == 0 && c.ForeignTouched == 0
+	return c.Missing == 0 && c.Stale == 0 && c.Orphan == 0 && c.ForeignTouched == 0 && c.Unmanaged == 0
 }
 
 func (c convergence) String() string {
-	s := fmt.Sprintf("missing=%d stale=%d orphan=%d foreign-touched=%d", c.Missing, c.Stale, c.Orphan, c.ForeignTouched)
+	s := fmt.Sprintf("missing=%d stale=%d orphan=%d foreign-touched=%d unmanaged=%d", c.Missing, c.Stale, c.Orphan, c.ForeignTouched, c.Unmanaged)
 	if len(c.Details) > 0 {
 		s += "; e.g. " + strings.Join(c.Details, "; ")
 	}
@@ -73,7 +81,10 @@ func podIPList(p *corev1.Pod) []string {
 }
 
 // measureConvergence lists the pods and PodToIps of the namespaces on on
-// (from the API server, not a cache) and counts the differences.
+// (from the API server, not a cache) and counts the differences. A pod is
+// satisfied only by a managed mirror or by an unmanaged object registered
+// in foreign; any other PodToIp without the managed-by label is counted as
+// Unmanaged, wherever it is.
 func measureConvergence(ctx context.Context, on *controlplane.ControlPlane, foreign foreignObjects, namespaces ...string) (convergence, error) {
 	var c convergence
 	for _, ns := range namespaces {
@@ -108,7 +119,12 @@ func measureConvergence(ctx context.Context, on *controlplane.ControlPlane, fore
 				continue
 			}
 			if m.Labels[managedBy] != "podtoip-controller" {
-				continue // unmanaged and not registered: not ours to judge
+				// Unmanaged and not registered: nobody but the controller
+				// made it, so it is a mirror without its label. It does not
+				// count as the pod's mirror.
+				c.Unmanaged++
+				c.note("unmanaged %s: no %s=podtoip-controller label and not created by the test (labels %v)", key, managedBy, m.Labels)
+				continue
 			}
 			pod := podByName[name]
 			if pod == nil || !podWantsMirror(pod) {
@@ -145,8 +161,8 @@ func measureConvergence(ctx context.Context, on *controlplane.ControlPlane, fore
 	return c, nil
 }
 
-// waitConverged polls until missing, stale, orphan and foreign-touched are
-// all 0 on the shared control plane, failing the test with the last counts
+// waitConverged polls until missing, stale, orphan, foreign-touched and
+// unmanaged are all 0 on the shared control plane, failing the test with the last counts
 // after within. It returns how long convergence took.
 func waitConverged(t *testing.T, within time.Duration, foreign foreignObjects, namespaces ...string) time.Duration {
 	t.Helper()
@@ -180,4 +196,85 @@ func waitConvergedOn(t *testing.T, on *controlplane.ControlPlane, within time.Du
 	took := time.Since(start)
 	t.Logf("converged in %v", took.Round(time.Millisecond))
 	return took
+}
+
+// TestCheckerJudgesEveryPodToIp runs the checker itself, with no controller,
+// on PodToIps written by hand: it must count each kind of difference, and
+// an object without the managed-by label satisfies a pod only if the test
+// registered it as foreign. Otherwise a controller that forgot its label
+// (its unlabelled objects under the pods' names) would pass every scenario.
+func TestCheckerJudgesEveryPodToIp(t *testing.T) {
+	ns := newNamespace(t)
+	put := func(name string, labels map[string]any, pod *corev1.Pod, address string) *unstructured.Unstructured {
+		t.Helper()
+		meta := map[string]any{"name": name, "namespace": ns}
+		if labels != nil {
+			meta["labels"] = labels
+		}
+		obj := map[string]any{"apiVersion": "example.com/v1", "kind": "PodToIp", "metadata": meta,
+			"podName": name, "podUID": "no-pod", "podAddress": address, "podIPs": []any{address}}
+		if pod != nil {
+			obj["podUID"] = string(pod.UID)
+			meta["ownerReferences"] = []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": pod.Name,
+				"uid": string(pod.UID), "controller": true}}
+		}
+		created, err := mirrors(ns).Create(t.Context(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("creating PodToIp %s/%s: %v", ns, name, err)
+		}
+		return created
+	}
+	managed := map[string]any{managedBy: "podtoip-controller"}
+
+	// Exact managed mirrors: fine.
+	put("mirrored", managed, runningPod(t, ns, "mirrored", []string{"10.244.90.1"}), "10.244.90.1")
+	// An exact copy but without the label: not a mirror.
+	put("unlabelled", nil, runningPod(t, ns, "unlabelled", []string{"10.244.90.2"}), "10.244.90.2")
+	// Another manager's label, not registered by the test: not a mirror.
+	put("theirs", map[string]any{managedBy: "someone-else"}, runningPod(t, ns, "theirs", []string{"10.244.90.3"}), "10.244.90.3")
+	// Unlabelled but registered as foreign: the pod is satisfied.
+	foreign := foreignObjects{}
+	f := put("foreign", nil, runningPod(t, ns, "foreign", []string{"10.244.90.4"}), "192.0.2.4")
+	foreign[ns+"/foreign"] = f.GetResourceVersion()
+	// A managed mirror with an old address, one whose pod is gone, a pod
+	// without one.
+	put("stale", managed, runningPod(t, ns, "stale", []string{"10.244.90.5"}), "10.244.90.99")
+	put("orphan", managed, nil, "10.244.90.6")
+	runningPod(t, ns, "missing", []string{"10.244.90.7"})
+
+	c, err := measureConvergence(t.Context(), cp, foreign, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checker: %v", c)
+	counts := func(c convergence) [5]int { return [5]int{c.Missing, c.Stale, c.Orphan, c.ForeignTouched, c.Unmanaged} }
+	want := convergence{Missing: 1, Stale: 1, Orphan: 1, Unmanaged: 2}
+	if counts(c) != counts(want) || c.ok() {
+		t.Errorf("checker counts %v, want %+v and not ok", c, want)
+	}
+	for _, d := range []string{"unmanaged " + ns + "/unlabelled", "unmanaged " + ns + "/theirs", "missing " + ns + "/missing",
+		"stale " + ns + "/stale", "orphan " + ns + "/orphan"} {
+		if !slices.ContainsFunc(c.Details, func(s string) bool { return strings.HasPrefix(s, d) }) {
+			t.Errorf("details %q do not name %q", c.Details, d)
+		}
+	}
+
+	// Registered, the unlabelled objects satisfy their pods; touched, a
+	// registered one counts as such.
+	for _, name := range []string{"unlabelled", "theirs"} {
+		m, err := getMirror(t.Context(), ns, name)
+		if err != nil || m == nil {
+			t.Fatalf("reading PodToIp %s: %v", name, err)
+		}
+		foreign[ns+"/"+name] = m.ResourceVersion
+	}
+	if _, err := mirrors(ns).Patch(t.Context(), "foreign", types.MergePatchType, []byte(`{"nodeName":"elsewhere"}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = measureConvergence(t.Context(), cp, foreign, ns); err != nil {
+		t.Fatal(err)
+	}
+	if want := (convergence{Missing: 1, Stale: 1, Orphan: 1, ForeignTouched: 1}); counts(c) != counts(want) {
+		t.Errorf("with the unlabelled objects registered and one of them changed: %v, want %+v", c, want)
+	}
 }

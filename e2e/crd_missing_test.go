@@ -28,11 +28,11 @@ func startBareControlPlane(t *testing.T, logName string) *controlplane.ControlPl
 	return bare
 }
 
-// TestStartupWithoutCRD runs against its own control plane, where the CRD is
-// not installed: the controller says so at once (naming the CRD and how to
-// install it), gives up after --startup-timeout, and, when the CRD appears
-// while it waits, starts normally and converges.
-func TestStartupWithoutCRD(t *testing.T) {
+// TestFaultBadInputCRDMissing runs against its own control plane, where the
+// CRD is not installed: the controller says so at once (naming the CRD and
+// how to install it), gives up after --startup-timeout, and, when the CRD
+// appears while it waits, starts normally and converges.
+func TestFaultBadInputCRDMissing(t *testing.T) {
 	bare := startBareControlPlane(t, "controlplane-nocrd.log")
 
 	const want = "CustomResourceDefinition podtoips.example.com is not installed; install it with 'kubectl apply -f artifacts/crd.yaml'"
@@ -45,7 +45,7 @@ func TestStartupWithoutCRD(t *testing.T) {
 
 	t.Run("starts once the CRD is installed", func(t *testing.T) {
 		start := time.Now()
-		p, err := controlplane.StartProcess(controllerBin, nil, filepath.Join(artifacts, "TestStartupWithoutCRD.log"),
+		p, err := controlplane.StartProcess(controllerBin, nil, filepath.Join(artifacts, "TestFaultBadInputCRDMissing.log"),
 			"--kubeconfig", bare.Kubeconfig, "--startup-timeout=2m")
 		if err != nil {
 			t.Fatal(err)
@@ -74,6 +74,7 @@ func TestStartupWithoutCRD(t *testing.T) {
 		if out, err := bare.Kubectl(t.Context(), "wait", "--for=jsonpath={.podAddress}=10.244.13.1", "--timeout=30s", "ptp/late", "-n", "default"); err != nil {
 			t.Fatalf("mirror did not appear: %v %s\n%s", err, out, p.Output())
 		}
+		waitConvergedOn(t, bare, 30*time.Second, nil, "default")
 		if code, err := p.Stop(30 * time.Second); err != nil || code != 0 {
 			t.Errorf("graceful stop: exit %d, %v", code, err)
 		}

@@ -29,11 +29,13 @@ func countersOf(t *testing.T, p *controlplane.Process) controllerCounters {
 	t.Helper()
 	m := scrape(t, p)
 	var c controllerCounters
+	// The sync counters appear at the first sync of each result (none is a
+	// count of 0); the queue's series exist from its creation, so they must.
 	c.syncs, _ = sumSeries(m, "podtoip_controller_syncs_total")
 	c.syncErrors, _ = sumSeries(m, "podtoip_controller_syncs_total", `result="error"`)
-	c.retries, _ = sumSeries(m, `workqueue_retries_total{name="podtoip"}`)
-	c.adds, _ = sumSeries(m, `workqueue_adds_total{name="podtoip"}`)
-	c.depth, _ = sumSeries(m, `workqueue_depth{name="podtoip"}`)
+	c.retries = metric(t, m, `workqueue_retries_total{name="podtoip"}`)
+	c.adds = metric(t, m, `workqueue_adds_total{name="podtoip"}`)
+	c.depth = metric(t, m, `workqueue_depth{name="podtoip"}`)
 	return c
 }
 
@@ -277,13 +279,13 @@ func TestEdgeForeignReportedOnce(t *testing.T) {
 	}
 }
 
-// TestEdgeTerminatingNamespace: in a namespace being deleted the API server
+// TestFaultTerminatingNamespace: in a namespace being deleted the API server
 // refuses every create, so pods there that get an IP can never be
 // mirrored. The controller must try once per change and stop, not retry in
 // a loop, while updates and deletes there keep working. The namespace is
 // held in Terminating by a pod with a finalizer, as a pod on an unreachable
 // node would hold it.
-func TestEdgeTerminatingNamespace(t *testing.T) {
+func TestFaultTerminatingNamespace(t *testing.T) {
 	ns := newNamespace(t)
 	t.Cleanup(func() { removeTerminatingNamespace(t, ns) }) // after the controller has stopped
 

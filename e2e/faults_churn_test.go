@@ -230,6 +230,7 @@ func TestFaultGracefulStop(t *testing.T) {
 		t.Fatalf("the controller never had work queued during the churn")
 	}
 	sent := time.Now()
+	p.ExpectExit(0)
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

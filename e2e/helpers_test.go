@@ -71,7 +71,10 @@ func newNamespace(t *testing.T) string {
 
 // startController runs the binary under test with the admin kubeconfig and
 // stops it gracefully at the end of the test, failing the test unless it
-// exits 0.
+// exits 0. If it has exited before then, the test fails unless it declared
+// that exit (p.ExpectExit before a signal it sends or a fault that ends the
+// process; p.Kill and p.Stop declare theirs): every exit a test did not
+// cause is a failure, also after its last check.
 func startController(t *testing.T, args ...string) *controlplane.Process {
 	t.Helper()
 	return startControllerAs(t, cp.Kubeconfig, args...)
@@ -97,6 +100,9 @@ func startControllerEnv(t *testing.T, env []string, args ...string) *controlplan
 	t.Cleanup(func() {
 		select {
 		case <-p.Done():
+			if err := p.UnexpectedExit(); err != nil {
+				t.Errorf("%v; output:\n%s", err, tail(p.Output(), 40))
+			}
 			return
 		default:
 		}
@@ -351,8 +357,23 @@ func scrape(t *testing.T, p *controlplane.Process) map[string]float64 {
 	return out
 }
 
+// metric is sumSeries for series that must be present: it fails the test
+// when none matches, so that a renamed or unregistered metric cannot read
+// as 0 and pass an assertion of 0.
+func metric(t *testing.T, m map[string]float64, prefix string, labels ...string) float64 {
+	t.Helper()
+	v, ok := sumSeries(m, prefix, labels...)
+	if !ok {
+		t.Fatalf("no series %s %v in /metrics", prefix, labels)
+	}
+	return v
+}
+
 // sumSeries adds the values of all series whose name and labels start with
-// prefix and contain every one of the label matchers.
+// prefix and contain every one of the label matchers; found is false when
+// there is none. Callers must check found, or use metric: a counter with
+// labels has no series until its first increment, but a missing series is
+// just as often a renamed metric.
 func sumSeries(m map[string]float64, prefix string, labels ...string) (float64, bool) {
 	var sum float64
 	found := false
@@ -370,4 +391,55 @@ next:
 		found = true
 	}
 	return sum, found
+}
+
+// TestProcessExitMustBeDeclared checks what startController's cleanup
+// relies on: an exit nobody declared is reported with its code, a declared
+// one only with the declared code, and Kill and Stop declare their own.
+func TestProcessExitMustBeDeclared(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-kubeconfig")
+	p, err := controlplane.StartProcess(controllerBin, nil, "", "--kubeconfig", missing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.UnexpectedExit(); err == nil || !strings.Contains(err.Error(), "exit status 1") {
+		t.Errorf("undeclared exit 1: %v, want an error naming exit status 1", err)
+	}
+	p.ExpectExit(0)
+	if err := p.UnexpectedExit(); err == nil {
+		t.Error("exit 1 where 0 was declared: no error")
+	}
+	p.ExpectExit(1)
+	if err := p.UnexpectedExit(); err != nil {
+		t.Errorf("declared exit 1: %v", err)
+	}
+	// Kill after the process has exited on its own declares nothing.
+	p.Kill()
+	p.ExpectExit(0)
+	if err := p.UnexpectedExit(); err == nil {
+		t.Error("Kill excused an earlier exit")
+	}
+
+	ns := newNamespace(t)
+	for name, end := range map[string]func(*controlplane.Process){
+		"SIGKILL": func(p *controlplane.Process) { p.Kill() },
+		"SIGTERM": func(p *controlplane.Process) { _, _ = p.Stop(30 * time.Second) },
+	} {
+		p, err := controlplane.StartProcess(controllerBin, nil, "", "--kubeconfig", cp.Kubeconfig, "--namespace", ns,
+			"--metrics-bind-address=0", "--health-probe-bind-address=0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, p)
+		if err := p.UnexpectedExit(); err != nil {
+			t.Errorf("running: %v", err)
+		}
+		end(p)
+		if err := p.UnexpectedExit(); err != nil {
+			t.Errorf("%s by the test: %v", name, err)
+		}
+	}
 }

@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/leaderelection"
 
 	"example.com/podtoip-controller/e2e/controlplane"
 )
@@ -71,30 +75,183 @@ func TestMetricsAndProbes(t *testing.T) {
 			t.Errorf("metric %s missing", series)
 		}
 	}
-	if v, _ := sumSeries(m, "podtoip_controller_mirrors"); v != 4 {
+	if v := metric(t, m, "podtoip_controller_mirrors"); v != 4 {
 		t.Errorf("podtoip_controller_mirrors = %v, want 4", v)
 	}
 	server := podtoipRequests(t).Sub(before)
-	creates, _ := sumSeries(m, `podtoip_controller_writes_total{operation="create"}`)
-	deletes, _ := sumSeries(m, `podtoip_controller_writes_total{operation="delete"}`)
+	creates := metric(t, m, `podtoip_controller_writes_total{operation="create"}`)
+	deletes := metric(t, m, `podtoip_controller_writes_total{operation="delete"}`)
 	if creates != server["POST 201"] || deletes != server["DELETE 200"] || creates != 5 || deletes != 1 {
 		t.Errorf("controller reports %v creates and %v deletes; API server saw %v", creates, deletes, server)
 	}
-	if posts, _ := sumSeries(m, "rest_client_requests_total", `method="POST"`, `code="201"`); posts < creates {
+	if posts := metric(t, m, "rest_client_requests_total", `method="POST"`, `code="201"`); posts < creates {
 		t.Errorf("rest_client_requests_total POST 201 = %v, less than %v creates", posts, creates)
 	}
 }
 
-// leaseHolder returns the identity holding the Lease, or "".
+// leaseHolder returns the identity holding the Lease. A Lease that does
+// not exist or has no holder is an error, not "": the caller compares the
+// holder with a replica's identity, and every string contains "".
 func leaseHolder(ctx context.Context, ns, name string) (string, error) {
 	l, err := cp.Kube.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", nil
+	if err != nil {
+		return "", fmt.Errorf("reading Lease %s/%s: %w", ns, name, err)
 	}
-	if err != nil || l.Spec.HolderIdentity == nil {
-		return "", err
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		return "", fmt.Errorf("lease %s/%s has no holder", ns, name)
 	}
 	return *l.Spec.HolderIdentity, nil
+}
+
+var becameLeaderRE = regexp.MustCompile(`"Became the leader" identity="([^"]+)"`)
+
+// identityOf returns the leader-election identity p logged when it became
+// the leader.
+func identityOf(t *testing.T, p *controlplane.Process) string {
+	t.Helper()
+	m := becameLeaderRE.FindStringSubmatch(p.Output())
+	if m == nil {
+		t.Fatalf("the replica never logged becoming the leader:\n%s", tail(p.Output(), 20))
+	}
+	return m[1]
+}
+
+// leaseHistory keeps every version of a Lease the API server stored, from a
+// watch: the holders' own renew and acquire times, written with their
+// clocks (the processes and the test share the host's), tell when a leader
+// last renewed, released, and when the next one acquired.
+type leaseHistory struct {
+	mu      sync.Mutex
+	records []coordinationv1.LeaseSpec
+	ended   bool
+}
+
+// watchLease starts recording the Lease ns/name (it need not exist yet).
+func watchLease(t *testing.T, ns, name string) *leaseHistory {
+	t.Helper()
+	w, err := cp.Kube.CoordinationV1().Leases(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatalf("watching Lease %s/%s: %v", ns, name, err)
+	}
+	t.Cleanup(w.Stop)
+	h := &leaseHistory{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if l, ok := ev.Object.(*coordinationv1.Lease); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+				h.mu.Lock()
+				h.records = append(h.records, *l.Spec.DeepCopy())
+				h.mu.Unlock()
+			}
+		}
+		h.mu.Lock()
+		h.ended = true
+		h.mu.Unlock()
+	}()
+	return h
+}
+
+// handover is how the Lease passed from one holder to the next.
+type handover struct {
+	lastRenewal time.Time // the old holder's last renewal
+	released    time.Time // when it released the Lease; zero if it did not
+	acquired    time.Time // when the next holder acquired it
+	holder      string    // the next holder
+}
+
+// handover waits (briefly: the new leader has already said it leads) for
+// the record of the next holder after from and returns the handover.
+func (h *leaseHistory) handover(t *testing.T, from string) handover {
+	t.Helper()
+	var ho handover
+	found := false
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		last := -1
+		for i, r := range h.records {
+			if r.HolderIdentity != nil && *r.HolderIdentity == from {
+				last = i
+			}
+		}
+		if last < 0 {
+			return false, nil
+		}
+		ho = handover{lastRenewal: h.records[last].RenewTime.Time}
+		for _, r := range h.records[last+1:] {
+			switch {
+			case r.HolderIdentity == nil || *r.HolderIdentity == "":
+				ho.released = r.RenewTime.Time
+			default:
+				ho.acquired, ho.holder = r.AcquireTime.Time, *r.HolderIdentity
+				found = true
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil || !found {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		t.Fatalf("the Lease was not handed over from %s (watch ended: %v); %d records seen", from, h.ended, len(h.records))
+	}
+	return ho
+}
+
+// The bars of a takeover, from client-go's leader election: a standby
+// retries every retry period stretched by up to leaderelection.JitterFactor
+// (so up to 2.2 retry periods apart). It notes the Lease renewed at its
+// first retry after the renewal, and takes the Lease over at its first
+// retry after a lease duration has passed since it noted it. After a crash
+// the takeover therefore comes more than a lease duration and at most a
+// lease duration plus two such intervals after the last renewal; after a
+// graceful stop, at the first retry after the release.
+//
+// leaseRoundTrips is the time the requests involved may add: the renewal
+// or the release, and the two retries' reads and writes of the Lease, each
+// a few milliseconds here, allowed 100 ms each on a loaded machine.
+const leaseRoundTrips = 400 * time.Millisecond
+
+func maxRetryInterval(retry time.Duration) time.Duration {
+	return time.Duration(float64(retry) * (1 + leaderelection.JitterFactor))
+}
+
+// crashTakeoverBound is the latest a standby may take over after the last
+// renewal of a crashed leader.
+func crashTakeoverBound(lease, retry time.Duration) time.Duration {
+	return lease + 2*maxRetryInterval(retry) + leaseRoundTrips
+}
+
+// gracefulTakeoverBound is the latest a standby may take over after a
+// leader with no write in flight is sent SIGTERM.
+func gracefulTakeoverBound(retry time.Duration) time.Duration {
+	return maxRetryInterval(retry) + leaseRoundTrips
+}
+
+// checkCrashTakeover checks the handover from the SIGKILLed leader dead to
+// next against the lease: never before the lease duration has passed since
+// dead's last renewal (two leaders at once), and at the standby's retry
+// right after that. It returns the handover.
+func checkCrashTakeover(t *testing.T, h *leaseHistory, dead, next string, killed time.Time, lease, retry time.Duration) handover {
+	t.Helper()
+	ho := h.handover(t, dead)
+	since := ho.acquired.Sub(ho.lastRenewal)
+	bound := crashTakeoverBound(lease, retry)
+	t.Logf("takeover %v after the dead leader's last renewal (%v before the SIGKILL); lease duration %v, bar (%v, %v]",
+		since.Round(time.Millisecond), killed.Sub(ho.lastRenewal).Round(time.Millisecond), lease, lease, bound)
+	if ho.holder != next {
+		t.Errorf("the Lease went to %s, not to the replica that says it leads (%s)", ho.holder, next)
+	}
+	if !ho.released.IsZero() {
+		t.Errorf("the SIGKILLed leader %s released the Lease", dead)
+	}
+	if since <= lease {
+		t.Errorf("a standby took over %v after the last renewal, before the lease duration %v had passed", since, lease)
+	}
+	if since > bound {
+		t.Errorf("a standby took over %v after the last renewal, want within the lease duration %v + two retries of up to %v (+%v for the requests) = %v",
+			since, lease, maxRetryInterval(retry), leaseRoundTrips, bound)
+	}
+	return ho
 }
 
 // leaderOf returns the replica that says it leads, waiting up to d.
@@ -123,9 +280,16 @@ func leaderOf(t *testing.T, replicas []*controlplane.Process, d time.Duration, e
 	return leader, time.Since(start)
 }
 
+// writesOf returns p's own count of PodToIp writes. The controller creates
+// the series at its first write, so none means none yet (a standby's 0);
+// a renamed metric cannot pass for it, because every test that reads a
+// standby's 0 also waits for the leader's count to reach the API server's.
 func writesOf(t *testing.T, p *controlplane.Process) float64 {
 	t.Helper()
-	v, _ := sumSeries(scrape(t, p), "podtoip_controller_writes_total")
+	v, found := sumSeries(scrape(t, p), "podtoip_controller_writes_total")
+	if !found {
+		return 0
+	}
 	return v
 }
 
@@ -153,8 +317,9 @@ func leaderElectArgs(ns string, lease, renew, retry time.Duration) []string {
 }
 
 // TestLeaderElection runs three replicas: exactly one writes; a SIGKILLed
-// leader is replaced within the lease duration; a SIGTERMed leader releases
-// the lease so a standby takes over within about the retry period.
+// leader is replaced once the lease duration has passed since its last
+// renewal, at a standby's next retry; a SIGTERMed leader releases the
+// lease, so a standby takes over at its next retry.
 func TestLeaderElection(t *testing.T) {
 	ns := newNamespace(t)
 	const (
@@ -163,6 +328,7 @@ func TestLeaderElection(t *testing.T) {
 		retry = 500 * time.Millisecond
 	)
 	args := leaderElectArgs(ns, lease, renew, retry)
+	history := watchLease(t, ns, "podtoip-controller")
 	before := podtoipRequests(t)
 	var replicas []*controlplane.Process
 	for range 3 {
@@ -206,13 +372,13 @@ func TestLeaderElection(t *testing.T) {
 		}
 	}
 
-	// SIGKILL: the lease must expire; a standby takes over within the lease duration.
+	// SIGKILL: the lease must expire; a standby takes over at its first
+	// retry after the lease duration since the last renewal.
+	first := identityOf(t, leader)
 	leader.Kill()
-	second, took := leaderOf(t, replicas, lease+5*time.Second, leader)
-	t.Logf("after SIGKILL a new leader took over in %v (lease duration %v)", took, lease)
-	if took > lease+2*retry {
-		t.Errorf("takeover after SIGKILL took %v, want within the lease duration %v (+ retry jitter)", took, lease)
-	}
+	killed := time.Now()
+	second, _ := leaderOf(t, replicas, crashTakeoverBound(lease, retry)+5*time.Second, leader)
+	checkCrashTakeover(t, history, first, identityOf(t, second), killed, lease, retry)
 	for i := range 5 {
 		runningPod(t, ns, fmt.Sprintf("b%d", i), []string{fmt.Sprintf("10.244.31.%d", i+1)})
 	}
@@ -221,9 +387,12 @@ func TestLeaderElection(t *testing.T) {
 	}
 	secondWrites := waitWrites(t, second, 5)
 
-	// SIGTERM: the leader finishes, releases the lease, and exits 0; the last
-	// standby takes over in about the retry period, not the lease duration.
+	// SIGTERM: the leader finishes (no write is in flight), releases the
+	// lease and exits 0; the last standby takes over at its next retry, not
+	// after the lease duration.
+	secondID := identityOf(t, second)
 	signalled := time.Now()
+	second.ExpectExit(0)
 	if err := second.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -231,13 +400,22 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatalf("SIGTERM leader: exit %d, %v", code, err)
 	}
 	if !strings.Contains(second.Output(), "Released the leader lease") {
-		t.Errorf("leader did not release the lease:\n%s", tail(second.Output(), 20))
+		t.Errorf("leader did not say it released the lease:\n%s", tail(second.Output(), 20))
 	}
 	third, _ := leaderOf(t, replicas, lease+5*time.Second, leader, second)
-	took = time.Since(signalled)
-	t.Logf("a new leader took over %v after SIGTERM (retry period %v)", took, retry)
-	if took > lease/2 {
-		t.Errorf("takeover after SIGTERM took %v, want about the retry period %v (well under the lease duration %v)", took, retry, lease)
+	ho := history.handover(t, secondID)
+	took := ho.acquired.Sub(signalled)
+	bound := gracefulTakeoverBound(retry)
+	t.Logf("a new leader took over %v after SIGTERM (released after %v); bar %v", took.Round(time.Millisecond), ho.released.Sub(signalled).Round(time.Millisecond), bound)
+	if ho.released.IsZero() {
+		t.Errorf("the Lease was not released before %s acquired it", ho.holder)
+	}
+	if ho.holder != identityOf(t, third) {
+		t.Errorf("the Lease went to %s, not to the replica that says it leads", ho.holder)
+	}
+	if took > bound {
+		t.Errorf("takeover after SIGTERM took %v, want at the standby's next retry: within %v (retry period %v, up to %v with jitter, +%v for the requests)",
+			took, bound, retry, maxRetryInterval(retry), leaseRoundTrips)
 	}
 	runningPod(t, ns, "c0", []string{"10.244.32.1"})
 	waitMirrorIPs(t, ns, "c0", "10.244.32.1")
@@ -248,7 +426,7 @@ func TestLeaderElection(t *testing.T) {
 	if total := leaderWrites + secondWrites + thirdWrites; total != server || thirdWrites < 1 {
 		t.Errorf("leaders wrote %v+%v+%v, API server saw %v writes", leaderWrites, secondWrites, thirdWrites, server)
 	}
-	if h, err := leaseHolder(t.Context(), ns, "podtoip-controller"); err != nil || !strings.Contains(third.Output(), h) {
+	if h, err := leaseHolder(t.Context(), ns, "podtoip-controller"); err != nil || h != identityOf(t, third) {
 		t.Errorf("lease holder %q (err %v) is not the last leader", h, err)
 	}
 }

@@ -68,6 +68,7 @@ func TestRestartInSyncZeroWrites(t *testing.T) {
 	// a graceful stop waits for any still in flight.
 	runningPod(t, ns, "barrier", []string{"10.244.11.250"})
 	waitMirrorIPs(t, ns, "barrier", "10.244.11.250")
+	p2.ExpectExit(0)
 	if err := p2.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

@@ -64,22 +64,43 @@ func (cp *ControlPlane) ResourceRequests(ctx context.Context, resource string) (
 	if err != nil {
 		return nil, fmt.Errorf("scraping API server /metrics: %w", err)
 	}
+	return ParseResourceRequests(raw, resource)
+}
+
+// ParseResourceRequests reads the apiserver_request_total counts of one
+// resource from the API server's /metrics text. A missing metric, or one
+// whose series lack the resource, verb and code labels, is an error rather
+// than an empty count: read as zero, it would pass every "no writes"
+// assertion. A resource with no series while others have them is a true
+// zero (the server creates a series at a resource's first request).
+func ParseResourceRequests(raw []byte, resource string) (Requests, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("parsing API server /metrics: %w", err)
 	}
-	out := Requests{}
 	fam := families["apiserver_request_total"]
-	if fam == nil {
-		return out, nil
+	if fam == nil || len(fam.GetMetric()) == 0 {
+		return nil, fmt.Errorf("API server /metrics has no apiserver_request_total: cannot count requests to %s", resource)
 	}
+	out := Requests{}
+	labelled := false
 	for _, m := range fam.GetMetric() {
 		l := labels(m)
+		_, hasResource := l["resource"]
+		_, hasVerb := l["verb"]
+		_, hasCode := l["code"]
+		if !hasResource || !hasVerb || !hasCode {
+			continue
+		}
+		labelled = true
 		if l["resource"] != resource || l["subresource"] != "" {
 			continue
 		}
 		out[l["verb"]+" "+l["code"]] += m.GetCounter().GetValue()
+	}
+	if !labelled {
+		return nil, fmt.Errorf("API server /metrics: no apiserver_request_total series has the resource, verb and code labels: cannot count requests to %s", resource)
 	}
 	return out, nil
 }

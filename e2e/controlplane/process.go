@@ -36,6 +36,9 @@ type Process struct {
 	out  bytes.Buffer
 	done chan struct{}
 	err  error
+	// expected is the exit the caller declared (ExpectExit, Kill, Stop),
+	// nil while none is.
+	expected *int
 }
 
 // StartProcess runs binary with args; its stdout and stderr are captured
@@ -128,17 +131,54 @@ func (p *Process) Wait(ctx context.Context) (int, error) {
 	}
 }
 
-// Signal sends sig to the process.
+// Signal sends sig to the process. A signal that ends the process is the
+// caller's doing: declare the exit it causes with ExpectExit.
 func (p *Process) Signal(sig os.Signal) error { return p.Cmd.Process.Signal(sig) }
 
+// ExpectExit declares that the process exits, or has exited, with code (-1:
+// killed by a signal) because the caller made it or because that exit is
+// the behaviour under test. UnexpectedExit then accepts that exit and no
+// other.
+func (p *Process) ExpectExit(code int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expected = &code
+}
+
+// UnexpectedExit returns an error describing the exit if the process has
+// exited other than as declared with ExpectExit (or Kill, or Stop), and nil
+// if it is still running or exited as declared. A process must not end on
+// its own: a crash after a test's last check would otherwise go unnoticed.
+func (p *Process) UnexpectedExit() error {
+	select {
+	case <-p.done:
+	default:
+		return nil
+	}
+	code := p.Cmd.ProcessState.ExitCode()
+	p.mu.Lock()
+	expected := p.expected
+	p.mu.Unlock()
+	switch {
+	case expected == nil:
+		return fmt.Errorf("%s exited (%v) without the test causing or expecting it", filepath.Base(p.Cmd.Path), p.Cmd.ProcessState)
+	case *expected != code:
+		return fmt.Errorf("%s exited (%v), want exit code %d", filepath.Base(p.Cmd.Path), p.Cmd.ProcessState, *expected)
+	}
+	return nil
+}
+
 // Stop sends SIGTERM and waits up to timeout for a graceful exit, then kills
-// the process. It returns the exit code of the graceful exit.
+// the process. It returns the exit code of the graceful exit, and declares
+// 0 as the expected one. A process that had already exited is returned as
+// it is, with no declaration: Stop does not excuse an earlier exit.
 func (p *Process) Stop(timeout time.Duration) (int, error) {
 	select {
 	case <-p.done:
 		return p.Cmd.ProcessState.ExitCode(), nil
 	default:
 	}
+	p.ExpectExit(0)
 	_ = p.Signal(syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -151,8 +191,16 @@ func (p *Process) Stop(timeout time.Duration) (int, error) {
 	return code, nil
 }
 
-// Kill ends the process with SIGKILL and waits for it.
+// Kill ends the process with SIGKILL and waits for it. It declares the exit
+// (-1, killed by a signal) as the caller's doing, unless the process had
+// already exited by itself.
 func (p *Process) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.ExpectExit(-1)
 	_ = p.Cmd.Process.Kill()
 	<-p.done
 }

@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+type faultRow struct {
+	fault string   // how the row's fault cell starts
+	tests []string // the tests that prove the row
+}
+
+// faultRows maps each row of the README's fault table, by the start of its
+// fault cell, to the tests that prove it. The tests' names start with
+// TestFault, so `go test -run '^TestFault'` (make test-faults) runs exactly
+// the table.
+var faultRows = []faultRow{
+	{"heavy churn", []string{"TestFaultChurn"}},
+	{"SIGKILLed 5 times during churn", []string{"TestFaultCrashLoop"}},
+	{"API server stopped and restarted", []string{"TestFaultAPIServerRestarts"}},
+	{"connection resets", []string{"TestFaultNetwork"}},
+	{"watches expired", []string{"TestFaultExpiredWatches"}},
+	{"another client rewrites", []string{"TestFaultFighter"}},
+	{"leader SIGKILLed", []string{"TestFaultLeaderFailover"}},
+	{"SIGTERM during heavy churn", []string{"TestFaultGracefulStop"}},
+	{"SIGTERM with a backlog", []string{"TestFaultFirstSignalStopsTakingWork"}},
+	{"a second SIGTERM", []string{"TestFaultSecondSignalExitsAtOnce"}},
+	{"leader cut off", []string{"TestFaultLeaseLossEndsTheLeader"}},
+	{"RBAC removed at runtime", []string{"TestFaultRBACRemovedAtRuntime"}},
+	{"namespace terminating", []string{"TestFaultTerminatingNamespace"}},
+	{"bad input", []string{"TestFaultBadInput", "TestFaultBadInputCRDMissing"}},
+}
+
+// TestREADMEFaultTableMatchesTests: every row of the README's fault table
+// has its tests, every TestFault test is a row's, so the table and `make
+// test-faults` cannot drift apart, and each of them runs the checker.
+func TestREADMEFaultTableMatchesTests(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(cp.Root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	in := false
+	for _, line := range strings.Split(string(readme), "\n") {
+		switch {
+		case strings.HasPrefix(line, "| fault | behaviour |"):
+			in = true
+		case in && strings.HasPrefix(line, "|---"):
+		case in && strings.HasPrefix(line, "| "):
+			rows = append(rows, strings.TrimSpace(strings.Split(line, "|")[1]))
+		case in:
+			in = false
+		}
+	}
+	if len(rows) == 0 {
+		t.Fatal(`README.md has no table with the header "| fault | behaviour |"`)
+	}
+
+	// The tests `go test -run TestFault` selects: test functions whose name
+	// contains it (the pattern is not anchored).
+	files, err := filepath.Glob(filepath.Join(cp.Root, "e2e", "*_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var selected []string
+	checked := map[string]bool{} // the test calls the checker
+	fset := token.NewFileSet()
+	for _, f := range files {
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range file.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") && strings.Contains(fn.Name.Name, "TestFault") {
+				selected = append(selected, fn.Name.Name)
+				ast.Inspect(fn.Body, func(n ast.Node) bool {
+					if call, ok := n.(*ast.CallExpr); ok {
+						if id, ok := call.Fun.(*ast.Ident); ok && (id.Name == "waitConverged" || id.Name == "waitConvergedOn") {
+							checked[fn.Name.Name] = true
+						}
+					}
+					return true
+				})
+			}
+		}
+	}
+
+	var mapped []string
+	for _, r := range faultRows {
+		var matches []string
+		for _, row := range rows {
+			if strings.HasPrefix(row, r.fault) {
+				matches = append(matches, row)
+			}
+		}
+		if len(matches) != 1 {
+			t.Errorf("%d README fault rows start with %q, want 1: %q", len(matches), r.fault, matches)
+		}
+		mapped = append(mapped, r.tests...)
+	}
+	for _, row := range rows {
+		if !slices.ContainsFunc(faultRows, func(r faultRow) bool { return strings.HasPrefix(row, r.fault) }) {
+			t.Errorf("README fault row %q has no test here", row)
+		}
+	}
+	slices.Sort(selected)
+	slices.Sort(mapped)
+	for _, name := range mapped {
+		if _, found := slices.BinarySearch(selected, name); !found {
+			t.Errorf("%s proves a README fault row but there is no such test (or its name lacks the TestFault prefix)", name)
+		}
+	}
+	for _, name := range selected {
+		if _, found := slices.BinarySearch(mapped, name); !found {
+			t.Errorf("%s is selected by -run TestFault but proves no row of the README's fault table", name)
+		}
+	}
+	// The README: every scenario that runs the controller on pods ends
+	// with the checker. With bad input the controller exits before it
+	// reads a pod.
+	for _, name := range selected {
+		if !checked[name] && name != "TestFaultBadInput" {
+			t.Errorf("%s never runs the checker (waitConverged)", name)
+		}
+	}
+	if len(mapped) != len(slices.Compact(slices.Clone(mapped))) {
+		t.Errorf("a test is listed for two rows: %v", mapped)
+	}
+	t.Logf("%d README fault rows, %d TestFault tests", len(rows), len(selected))
+}
