@@ -19,8 +19,9 @@ import (
 // TestDemo runs `make demo`'s program as a terminal would, checks what it
 // shows, and then stops it each way it gets stopped in practice, one run per
 // way: Ctrl-C in `make demo | tee demo.log` (the reader of its output goes
-// away with the same Ctrl-C), SIGKILL (which nothing survives, so the next
-// run must clean up after it), SIGTERM and SIGHUP. After each stop, nothing
+// away with the same Ctrl-C), its output closed while it starts (`make demo
+// | head`), SIGKILL (which nothing survives, so the next run must clean up
+// after it), SIGTERM and SIGHUP. After each stop, nothing
 // the run started may still be running and none of its files may remain.
 func TestDemo(t *testing.T) {
 	tDemo := t
@@ -38,6 +39,30 @@ func TestDemo(t *testing.T) {
 		// Closing the reader first makes that certain rather than likely.
 		d.closeReader()
 		d.signalGroup(syscall.SIGINT)
+		d.checkStopped(t, "")
+	})
+
+	t.Run("output closed while it starts", func(t *testing.T) {
+		// `make demo | head`: nobody reads any more and nobody can press
+		// Ctrl-C in it, so the demo stops at its next write and cleans up.
+		d := launchDemo(t, t, bin)
+		ctx := ctxFor(t, 3*time.Minute)
+		for d.runDir == "" {
+			if m := runDirRE.FindStringSubmatch(d.output()); m != nil {
+				d.runDir = m[1]
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the demo did not say where it keeps its files: %v\n%s", ctx.Err(), tail(d.output(), 40))
+			case <-d.done:
+				t.Fatalf("the demo exited (%v):\n%s", d.cmd.ProcessState, tail(d.output(), 40))
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		// Starting the control plane takes seconds and is followed by
+		// many more messages, so one of them finds the reader gone.
+		d.closeReader()
 		d.checkStopped(t, "")
 	})
 
@@ -115,11 +140,10 @@ type demo struct {
 	procs  []proc
 }
 
-// startDemo starts the demo and waits until it is up and waiting for
-// Ctrl-C, then takes stock of its processes and files. Whatever happens,
-// owner ends with no process of the run alive and no file of it left, so a
-// failing run does not burden the next.
-func startDemo(t, owner *testing.T, bin string) *demo {
+// launchDemo starts the demo. Whatever happens, owner ends with no process
+// of the run alive and no file of it left, so a failing run does not burden
+// the next.
+func launchDemo(t, owner *testing.T, bin string) *demo {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -166,7 +190,14 @@ func startDemo(t, owner *testing.T, bin string) *demo {
 		}
 	}()
 	owner.Cleanup(func() { d.forceCleanup(owner) })
+	return d
+}
 
+// startDemo launches the demo and waits until it is up and waiting for
+// Ctrl-C, then takes stock of its processes and files.
+func startDemo(t, owner *testing.T, bin string) *demo {
+	t.Helper()
+	d := launchDemo(t, owner, bin)
 	ctx := ctxFor(t, 3*time.Minute)
 	for !strings.Contains(d.output(), "Press Ctrl-C") {
 		select {
