@@ -502,14 +502,20 @@ func checkDeploymentAsDocumented(t *testing.T) {
 			t.Fatalf("no security context: container %v, pod %v", sc, psc)
 		}
 		is := func(b *bool) bool { return b != nil && *b }
+		str := func(b *bool) string {
+			if b == nil {
+				return "unset"
+			}
+			return fmt.Sprint(*b)
+		}
 		if !is(sc.ReadOnlyRootFilesystem) {
-			t.Errorf("readOnlyRootFilesystem = %v, want true", sc.ReadOnlyRootFilesystem)
+			t.Errorf("readOnlyRootFilesystem = %s, want true", str(sc.ReadOnlyRootFilesystem))
 		}
 		if !is(psc.RunAsNonRoot) && !is(sc.RunAsNonRoot) {
 			t.Errorf("runAsNonRoot not set")
 		}
 		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-			t.Errorf("allowPrivilegeEscalation = %v, want false", sc.AllowPrivilegeEscalation)
+			t.Errorf("allowPrivilegeEscalation = %s, want false", str(sc.AllowPrivilegeEscalation))
 		}
 		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
 			t.Errorf("capabilities = %+v, want all dropped and none added", sc.Capabilities)
