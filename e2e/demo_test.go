@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -115,6 +116,15 @@ func TestDemo(t *testing.T) {
 		d := startDemo(t, t, bin)
 		// The terminal went away: the kernel signals its foreground group.
 		d.signalGroup(syscall.SIGHUP)
+		// A signal during the cleanup (an impatient Ctrl-C) must not cut
+		// it short.
+		if err := waitOutput(ctxFor(t, time.Minute), d, "==> Stopping: received hangup"); err != nil {
+			t.Fatal(err)
+		}
+		d.signalGroup(syscall.SIGINT)
+		if err := waitOutput(ctxFor(t, time.Minute), d, "Received interrupt: still stopping"); err != nil {
+			t.Error(err)
+		}
 		d.checkStopped(t, "received hangup")
 	})
 }
@@ -227,6 +237,23 @@ func (d *demo) output() string {
 func (d *demo) closeReader() {
 	d.reader.Close()
 	<-d.readDone
+}
+
+// waitOutput waits until the demo has printed substr.
+func waitOutput(ctx context.Context, d *demo, substr string) error {
+	for !strings.Contains(d.output(), substr) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %q: %w\n%s", substr, ctx.Err(), tail(d.output(), 30))
+		case <-d.readDone:
+			if strings.Contains(d.output(), substr) {
+				return nil
+			}
+			return fmt.Errorf("the demo's output ended without %q:\n%s", substr, tail(d.output(), 30))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 func (d *demo) signalGroup(sig syscall.Signal) {
