@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +14,13 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -65,6 +73,10 @@ func TestDeployManifests(t *testing.T) {
 		if _, err := cp.Kube.CoreV1().Pods(deployNS).Create(t.Context(), bad, dry); err == nil || !strings.Contains(err.Error(), "restricted") {
 			t.Errorf("a non-compliant pod was not rejected by Pod Security admission: %v", err)
 		}
+	})
+
+	t.Run("availability, resources, metrics Service and NetworkPolicy are as the README says", func(t *testing.T) {
+		checkDeploymentAsDocumented(t)
 	})
 
 	t.Run("RBAC grants exactly what is needed", func(t *testing.T) {
@@ -242,6 +254,11 @@ func TestDeployManifests(t *testing.T) {
 		if err := p.WaitForOutput(ctxFor(t, 30e9), "Became the leader"); err != nil {
 			t.Fatalf("%v\n%s", err, p.Output())
 		}
+		// The README's liveness endpoints: /healthz, which the Deployment's
+		// probe uses, and /livez, the same check under the name newer
+		// Kubernetes components use; both healthy on a working leader.
+		waitProbe(t, p, "/healthz", http.StatusOK, "ok")
+		waitProbe(t, p, "/livez", http.StatusOK, "ok")
 		runningPod(t, ns, "sa-0", []string{"10.244.40.1"})
 		runningPod(t, ns, "sa-1", []string{"10.244.40.2", "fd00::40:2"})
 		waitMirrorIPs(t, ns, "sa-0", "10.244.40.1")
@@ -296,6 +313,230 @@ exec %q "$@"`, sa, controllerBin)
 		waitMirrorIPs(t, ns, "ic-0", "10.244.41.1")
 		if code, err := p.Stop(30e9); err != nil || code != 0 {
 			t.Fatalf("stop: exit %d, %v\n%s", code, err, p.Output())
+		}
+	})
+}
+
+// checkDeploymentAsDocumented reads back what `kubectl apply -k artifacts/`
+// created and compares it with what README.md ("Deploy to a cluster") says
+// about it, so that neither can drift from the other unnoticed.
+func checkDeploymentAsDocumented(t *testing.T) {
+	ctx := t.Context()
+	readme, err := os.ReadFile(filepath.Join(cp.Root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One line: the README wraps its sentences anywhere.
+	doc := strings.Join(strings.Fields(string(readme)), " ")
+
+	dep, err := cp.Kube.AppsV1().Deployments(deployNS).Get(ctx, "podtoip-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := labels.Set(dep.Spec.Template.Labels)
+	spec := dep.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	// selects reports whether sel picks exactly the Deployment's pods: it
+	// matches their labels and is the Deployment's own selector.
+	selects := func(sel *metav1.LabelSelector) bool {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		return err == nil && !s.Empty() && s.Matches(pods) && apiequality.Semantic.DeepEqual(sel, dep.Spec.Selector)
+	}
+	// containerPort resolves a Service or NetworkPolicy port (a number or
+	// a container port's name) to the container's port number.
+	containerPort := func(p intstr.IntOrString) (int32, string) {
+		for _, port := range c.Ports {
+			if (p.Type == intstr.String && port.Name == p.StrVal) || (p.Type == intstr.Int && port.ContainerPort == p.IntVal) {
+				return port.ContainerPort, port.Name
+			}
+		}
+		return 0, ""
+	}
+	metricsPort, _ := containerPort(intstr.FromString("metrics"))
+	probesPort, _ := containerPort(intstr.FromString("probes"))
+	args := strings.Join(c.Args, " ")
+	if metricsPort == 0 || !strings.Contains(args, fmt.Sprintf("--metrics-bind-address=:%d", metricsPort)) ||
+		probesPort == 0 || !strings.Contains(args, fmt.Sprintf("--health-probe-bind-address=:%d", probesPort)) {
+		t.Errorf("the container's ports %v are not where its arguments %q serve metrics and probes", c.Ports, args)
+	}
+
+	t.Run("replicas spread across nodes, but schedule on one", func(t *testing.T) {
+		var found bool
+		for _, tsc := range spec.TopologySpreadConstraints {
+			if tsc.TopologyKey != "kubernetes.io/hostname" {
+				continue
+			}
+			found = true
+			if tsc.MaxSkew != 1 || tsc.WhenUnsatisfiable != corev1.ScheduleAnyway || !selects(tsc.LabelSelector) {
+				t.Errorf("spread over nodes: maxSkew %d, whenUnsatisfiable %s, selector %v; want 1, ScheduleAnyway (one node must still do), the Deployment's pods",
+					tsc.MaxSkew, tsc.WhenUnsatisfiable, tsc.LabelSelector)
+			}
+		}
+		if !found {
+			t.Errorf("no topology spread constraint over kubernetes.io/hostname: %v", spec.TopologySpreadConstraints)
+		}
+	})
+
+	t.Run("a drain evicts one replica at a time", func(t *testing.T) {
+		pdb, err := cp.Kube.PolicyV1().PodDisruptionBudgets(deployNS).Get(ctx, "podtoip-controller", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !selects(pdb.Spec.Selector) {
+			t.Errorf("the PodDisruptionBudget selects %v, not the Deployment's pods %v", pdb.Spec.Selector, dep.Spec.Selector)
+		}
+		// With the Deployment's replicas all healthy, the disruption
+		// controller allows replicas minus the healthy pods it requires.
+		replicas := int(*dep.Spec.Replicas)
+		mustHave := 0
+		switch {
+		case pdb.Spec.MinAvailable != nil && pdb.Spec.MaxUnavailable == nil:
+			mustHave, err = intstr.GetScaledValueFromIntOrPercent(pdb.Spec.MinAvailable, replicas, true)
+		case pdb.Spec.MaxUnavailable != nil && pdb.Spec.MinAvailable == nil:
+			var maxUnavailable int
+			maxUnavailable, err = intstr.GetScaledValueFromIntOrPercent(pdb.Spec.MaxUnavailable, replicas, true)
+			mustHave = replicas - maxUnavailable
+		default:
+			t.Fatalf("want exactly one of minAvailable and maxUnavailable: %+v", pdb.Spec)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if allowed := replicas - mustHave; allowed != 1 {
+			t.Errorf("the PodDisruptionBudget allows %d of %d replicas to be evicted at once, want 1", allowed, replicas)
+		}
+		// The choice the manifest explains: still one at a time if the
+		// Deployment is scaled, and no blocked drains at one replica.
+		if mu := pdb.Spec.MaxUnavailable; mu == nil || *mu != intstr.FromInt32(1) {
+			t.Errorf("maxUnavailable = %v, want 1", mu)
+		}
+		if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+			t.Errorf("unhealthyPodEvictionPolicy = %v, want AlwaysAllow: a crash-looping replica must not block a drain", p)
+		}
+	})
+
+	t.Run("a Service for the metrics port", func(t *testing.T) {
+		svc, err := cp.Kube.CoreV1().Services(deployNS).Get(ctx, "podtoip-controller-metrics", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if svc.Labels["app.kubernetes.io/name"] != "podtoip-controller" || svc.Labels["app.kubernetes.io/component"] != "metrics" {
+			t.Errorf("the Service's labels %v lack what a ServiceMonitor selects it by", svc.Labels)
+		}
+		sel := labels.SelectorFromSet(svc.Spec.Selector)
+		if sel.Empty() || !sel.Matches(pods) || !apiequality.Semantic.DeepEqual(svc.Spec.Selector, dep.Spec.Selector.MatchLabels) {
+			t.Errorf("the Service selects %v, not the Deployment's pods %v", svc.Spec.Selector, dep.Spec.Selector)
+		}
+		if len(svc.Spec.Ports) != 1 {
+			t.Fatalf("want one port, got %v", svc.Spec.Ports)
+		}
+		p := svc.Spec.Ports[0]
+		if n, name := containerPort(p.TargetPort); p.Name != "metrics" || p.Protocol != corev1.ProtocolTCP || name != "metrics" || n != metricsPort {
+			t.Errorf("the Service's port %q targets %s (container port %d %q), want one named metrics targeting the metrics port %d",
+				p.Name, p.TargetPort.String(), n, name, metricsPort)
+		}
+	})
+
+	t.Run("the NetworkPolicy admits the metrics port alone", func(t *testing.T) {
+		np, err := cp.Kube.NetworkingV1().NetworkPolicies(deployNS).Get(ctx, "podtoip-controller", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !selects(&np.Spec.PodSelector) {
+			t.Errorf("the NetworkPolicy selects %v, not the Deployment's pods", np.Spec.PodSelector)
+		}
+		// Ingress only: the controller's own calls to the API server are
+		// not restricted.
+		if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+			t.Errorf("policy types %v, want [Ingress]", np.Spec.PolicyTypes)
+		}
+		m := regexp.MustCompile(`NetworkPolicy\*\*: only the metrics port \((\d+)\) accepts connections`).FindStringSubmatch(doc)
+		if m == nil {
+			t.Fatal("the README no longer says which port the NetworkPolicy admits")
+		}
+		var admitted []string
+		for _, rule := range np.Spec.Ingress {
+			// From anywhere: Prometheus may run in any namespace.
+			if len(rule.From) != 0 {
+				t.Errorf("ingress limited to sources %v; the README admits any scraper", rule.From)
+			}
+			if len(rule.Ports) == 0 {
+				admitted = append(admitted, "every port")
+			}
+			for _, p := range rule.Ports {
+				n, _ := containerPort(*p.Port)
+				admitted = append(admitted, fmt.Sprintf("%d/%s", n, *p.Protocol))
+			}
+		}
+		if want := []string{m[1] + "/TCP"}; !slices.Equal(admitted, want) || fmt.Sprint(metricsPort) != m[1] {
+			t.Errorf("the NetworkPolicy admits %v, the README says only the metrics port %s/TCP (the container's metrics port is %d)", admitted, m[1], metricsPort)
+		}
+	})
+
+	t.Run("resources", func(t *testing.T) {
+		m := regexp.MustCompile(`Requests (\S+) CPU and (\d+) MiB, limit (\d+) MiB`).FindStringSubmatch(doc)
+		if m == nil {
+			t.Fatal("the README no longer states the Deployment's requests and limit")
+		}
+		want := corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(m[1]), corev1.ResourceMemory: resource.MustParse(m[2] + "Mi")},
+			// Memory only: a CPU limit would throttle bursts (a relist after
+			// a restart) for no gain.
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(m[3] + "Mi")},
+		}
+		if !apiequality.Semantic.DeepEqual(c.Resources, want) {
+			t.Errorf("resources: requests %v limits %v; the README says requests %s CPU and %s MiB, limit %s MiB (memory only)",
+				c.Resources.Requests, c.Resources.Limits, m[1], m[2], m[3])
+		}
+	})
+
+	t.Run("security and probes", func(t *testing.T) {
+		if !strings.Contains(doc, "Runs as non-root with a read-only root filesystem, no privilege escalation, all capabilities dropped and the `RuntimeDefault` seccomp profile") {
+			t.Fatal("the README no longer says how the controller runs; update this test with it")
+		}
+		sc, psc := c.SecurityContext, spec.SecurityContext
+		if sc == nil || psc == nil {
+			t.Fatalf("no security context: container %v, pod %v", sc, psc)
+		}
+		is := func(b *bool) bool { return b != nil && *b }
+		str := func(b *bool) string {
+			if b == nil {
+				return "unset"
+			}
+			return fmt.Sprint(*b)
+		}
+		if !is(sc.ReadOnlyRootFilesystem) {
+			t.Errorf("readOnlyRootFilesystem = %s, want true", str(sc.ReadOnlyRootFilesystem))
+		}
+		if !is(psc.RunAsNonRoot) && !is(sc.RunAsNonRoot) {
+			t.Errorf("runAsNonRoot not set")
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("allowPrivilegeEscalation = %s, want false", str(sc.AllowPrivilegeEscalation))
+		}
+		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+			t.Errorf("capabilities = %+v, want all dropped and none added", sc.Capabilities)
+		}
+		if psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("seccomp profile = %+v, want RuntimeDefault", psc.SeccompProfile)
+		}
+		// README, "Probes and metrics": liveness on /healthz, readiness on
+		// /readyz, both on the probes port.
+		for _, p := range []struct {
+			name  string
+			probe *corev1.Probe
+			path  string
+		}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
+			if p.probe == nil || p.probe.HTTPGet == nil {
+				t.Errorf("no HTTP %s probe", p.name)
+				continue
+			}
+			if n, _ := containerPort(p.probe.HTTPGet.Port); p.probe.HTTPGet.Path != p.path || n != probesPort {
+				t.Errorf("%s probe GET %s on port %s, want %s on the probes port %d", p.name, p.probe.HTTPGet.Path, p.probe.HTTPGet.Port.String(), p.path, probesPort)
+			}
 		}
 	})
 }

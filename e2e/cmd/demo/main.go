@@ -1,12 +1,17 @@
 // Command demo starts a throwaway control plane (kube-apiserver + etcd on
 // loopback), installs the PodToIp CRD, creates a few pods with IPs, runs
 // podtoip-controller against it and shows `kubectl get ptp -A` catching up.
-// It keeps running until Ctrl-C, then removes everything it started.
+// It keeps running until Ctrl-C, SIGTERM or SIGHUP (or until nothing reads
+// its output any more), then stops everything it started and removes its
+// files. A run that could not clean up (killed with SIGKILL) is cleaned up
+// by the next one.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,23 +41,67 @@ var demoPods = []demoPod{
 	{"kube-system", "node-agent-1", "node-1", []string{"172.18.0.2"}, true},
 }
 
+// out is where the demo talks to the user; run replaces it with a console
+// that notices when nobody reads any more.
+var out io.Writer = os.Stdout
+
+// errOutputGone is why the demo stops when its output is closed.
+var errOutputGone = errors.New("its output was closed")
+
 func main() {
+	// With `make demo | tee demo.log`, Ctrl-C kills tee too, so the demo's
+	// next write goes to a pipe nobody reads. By default Go kills a program
+	// with SIGPIPE when a write to stdout or stderr fails that way, which
+	// would leave kube-apiserver and etcd running. Asking for SIGPIPE makes
+	// those writes return EPIPE instead (see os/signal), and the cleanup goes
+	// on. Unlike ignoring it, this does not pass on to the processes the demo
+	// starts.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+func run() (err error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	out = &console{w: os.Stdout, gone: func() { cancel(errOutputGone) }}
+	stopOnSignals(cancel)
 
-	step("Starting a throwaway kube-apiserver + etcd on 127.0.0.1")
-	logFile, err := os.CreateTemp("", "podtoip-demo-controlplane-*.log")
+	// Everything this run creates lives under one directory named after
+	// this process, and every process it starts carries that name in its
+	// environment: the next run can tell which leftovers are whose.
+	tmp := os.TempDir()
+	removeLeftovers(tmp)
+	dir, err := newRunDir(tmp)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(logFile.Name())
+	defer func() {
+		// Reached however run ends, once the steps below have stopped what
+		// they started; anything still running then is stopped here.
+		if left := stopProcesses(runEnv + "=" + dir); len(left) > 0 {
+			fmt.Fprintf(out, "Stopped what was still running: %s\n", strings.Join(left, ", "))
+		}
+		if rmErr := os.RemoveAll(dir); rmErr != nil {
+			err = errors.Join(err, fmt.Errorf("removing %s: %w", dir, rmErr))
+		} else {
+			fmt.Fprintf(out, "Removed %s\n", dir)
+		}
+		if err != nil && ctx.Err() != nil {
+			// Stopped on request before the demo was up: not a failure.
+			fmt.Fprintf(out, "Stopped early (%v): %v\n", context.Cause(ctx), err)
+			err = nil
+		}
+	}()
+
+	step("Starting a throwaway kube-apiserver + etcd on 127.0.0.1 (files in " + dir + ")")
+	logFile, err := os.Create(filepath.Join(dir, "controlplane.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
 	cp, err := controlplane.Start(controlplane.Options{Output: logFile})
 	if err != nil {
 		return err
@@ -92,16 +141,16 @@ func run() error {
 	defer func() {
 		step("Stopping the controller (SIGTERM)")
 		code, err := ctrl.Stop(15 * time.Second)
-		fmt.Printf("controller exited with code %d %v\n", code, errOrEmpty(err))
+		fmt.Fprintf(out, "controller exited with code %d %v\n", code, errOrEmpty(err))
 	}()
 
 	addrs, err := servingAddresses(ctx, ctrl)
 	if err != nil {
-		fmt.Println(ctrl.Output())
+		fmt.Fprintln(out, ctrl.Output())
 		return err
 	}
 	if err := waitForMirrors(ctx, cp, len(demoPods)); err != nil {
-		fmt.Println(ctrl.Output())
+		fmt.Fprintln(out, ctrl.Output())
 		return err
 	}
 	show(ctx, cp, "kubectl get ptp -A", "get", "ptp", "-A")
@@ -120,7 +169,7 @@ func run() error {
 	}
 	show(ctx, cp, "kubectl get ptp -A", "get", "ptp", "-A")
 
-	fmt.Printf(`
+	fmt.Fprintf(out, `
 The control plane keeps running. Point your own kubectl at it:
 
     export KUBECONFIG=%s
@@ -139,15 +188,16 @@ The controller's metrics and readiness:
     curl -s http://%s/metrics | grep ^podtoip_
     curl http://%s/readyz
 
-Press Ctrl-C to stop the controller and the control plane.
+Press Ctrl-C to stop the controller and the control plane and remove their files.
 `, cp.Kubeconfig, addrs["metrics"], addrs["health probes"])
 
 	<-ctx.Done()
-	fmt.Println()
+	fmt.Fprintln(out)
+	step(fmt.Sprintf("Stopping: %v", context.Cause(ctx)))
 	return nil
 }
 
-func step(msg string) { fmt.Printf("\n==> %s\n", msg) }
+func step(msg string) { fmt.Fprintf(out, "\n==> %s\n", msg) }
 
 var servingRE = regexp.MustCompile(`"Serving (metrics|health probes)" address="([^"]+)"`)
 
@@ -175,10 +225,10 @@ func errOrEmpty(err error) string {
 }
 
 func show(ctx context.Context, cp *controlplane.ControlPlane, title string, args ...string) {
-	out, err := cp.Kubectl(ctx, args...)
-	fmt.Printf("\n$ %s\n%s", title, out)
+	res, err := cp.Kubectl(ctx, args...)
+	fmt.Fprintf(out, "\n$ %s\n%s", title, res)
 	if err != nil {
-		fmt.Println(err)
+		fmt.Fprintln(out, err)
 	}
 }
 
@@ -226,17 +276,17 @@ func waitForMirrors(ctx context.Context, cp *controlplane.ControlPlane, want int
 	deadline := time.Now().Add(time.Minute)
 	last := ""
 	for time.Now().Before(deadline) {
-		out, err := cp.Kubectl(ctx, "get", "ptp", "-A", "--no-headers", "-o", "custom-columns=NS:.metadata.namespace,POD:.podName,ADDRESS:.podAddress")
+		listing, err := cp.Kubectl(ctx, "get", "ptp", "-A", "--no-headers", "-o", "custom-columns=NS:.metadata.namespace,POD:.podName,ADDRESS:.podAddress")
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if out != last {
+		if listing != last {
 			n := 0
-			if s := strings.TrimSpace(out); s != "" && !strings.HasPrefix(s, "No resources") {
+			if s := strings.TrimSpace(listing); s != "" && !strings.HasPrefix(s, "No resources") {
 				n = len(strings.Split(s, "\n"))
 			}
-			fmt.Printf("  ... %d of %d mirrors\n", n, want)
-			last = out
+			fmt.Fprintf(out, "  ... %d of %d mirrors\n", n, want)
+			last = listing
 			if n == want && mirrorsMatchPods(ctx, cp) {
 				return nil
 			}
@@ -255,15 +305,15 @@ func mirrorsMatchPods(ctx context.Context, cp *controlplane.ControlPlane) bool {
 	if err != nil {
 		return false
 	}
-	out, err := cp.Kubectl(ctx, "get", "ptp", "-A", "--no-headers", "-o", "custom-columns=NS:.metadata.namespace,POD:.podName,ADDRESS:.podAddress")
+	listing, err := cp.Kubectl(ctx, "get", "ptp", "-A", "--no-headers", "-o", "custom-columns=NS:.metadata.namespace,POD:.podName,ADDRESS:.podAddress")
 	if err != nil {
 		return false
 	}
 	for _, p := range pods.Items {
-		if p.Status.PodIP != "" && !strings.Contains(out, p.Namespace) {
+		if p.Status.PodIP != "" && !strings.Contains(listing, p.Namespace) {
 			return false
 		}
-		if p.Status.PodIP != "" && !strings.Contains(out, p.Status.PodIP) {
+		if p.Status.PodIP != "" && !strings.Contains(listing, p.Status.PodIP) {
 			return false
 		}
 	}
