@@ -110,8 +110,11 @@ test-faults: build controlplane ## Run only the fault scenarios (part of test-e2
 	cd e2e && $(GO) test -count=1 -timeout 20m -run '^TestFault' -v ./...
 
 .PHONY: demo
+# The demo is built and run as a binary, not with `go run`, so that a signal
+# reaches the demo itself rather than a wrapper that would die first.
 demo: build controlplane ## Start a throwaway control plane, run the controller on demo pods; Ctrl-C to stop and clean up.
-	cd e2e && $(GO) run ./cmd/demo
+	cd e2e && $(GO) build -o $(CURDIR)/bin/demo ./cmd/demo
+	cd e2e && exec $(CURDIR)/bin/demo
 
 .PHONY: vet
 vet: ## Run go vet and gofmt checks on all modules.
