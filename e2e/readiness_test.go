@@ -329,3 +329,82 @@ func TestReadinessAPIServerUnreachable(t *testing.T) {
 	t.Logf("partition: /readyz 200 until %v, 503 %v after it began (%q); 200 again %v after the restore",
 		lastOK.Round(time.Millisecond), notReady.Round(time.Millisecond), unready, readyIn.Round(time.Millisecond))
 }
+
+// TestReadinessAPIServerStopped stops the API server of a control plane of
+// the test's own: every request is then refused at once, so the grace is
+// what keeps the controller ready at first. /readyz stays 200 for the 15 s
+// grace, turns 503 after it, and is 200 again once the API server is back;
+// /healthz stays 200 throughout.
+func TestReadinessAPIServerStopped(t *testing.T) {
+	own := startBareControlPlane(t, "controlplane-apiserver-stopped.log")
+	if err := own.InstallCRD(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p := startControllerEnv(t, nil, "--kubeconfig", own.Kubeconfig, "--namespace", "default")
+	waitReady(t, p)
+	probes := endpoint(t, p, "health probes")
+	readyzOK(t, p, "before the API server is stopped")
+
+	down := false
+	// Runs before the controller is stopped: it gets its API server back to
+	// exit cleanly, whatever failed here.
+	t.Cleanup(func() {
+		if down {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := own.StartAPIServerAndWait(ctx); err != nil {
+				t.Errorf("bringing the API server back: %v", err)
+			}
+		}
+	})
+	stopping := time.Now()
+	down = true
+	if _, err := own.StopAPIServerForRestart(2 * time.Second); err != nil {
+		t.Fatalf("stopping the API server: %v", err)
+	}
+	var notReady, lastOK time.Duration
+	var unready string
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		c, b, err := probe(ctx, probes+"/readyz")
+		if err != nil {
+			return false, err
+		}
+		if hc, hb, err := probe(ctx, probes+"/healthz"); err != nil || hc != http.StatusOK {
+			t.Errorf("/healthz with the API server stopped = %d %q (%v), want 200", hc, hb, err)
+		}
+		switch {
+		case c == http.StatusOK:
+			lastOK = time.Since(stopping)
+		case c == http.StatusServiceUnavailable && strings.HasPrefix(b, "the API server has been unreachable for "):
+			notReady, unready = time.Since(stopping), b
+			return true, nil
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("/readyz did not report the API server unreachable within 1m of its stop: %v\n%s", err, tail(p.Output(), 30))
+	}
+	// The server answers until it exits, which is after stopping began, so
+	// nothing can have failed for longer than that: the bar is the grace.
+	if notReady < 15*time.Second {
+		t.Errorf("/readyz reported the API server unreachable %v after it was stopped, want no sooner than the 15 s grace", notReady.Round(time.Millisecond))
+	}
+	if !strings.Contains(unready, "connection refused") {
+		t.Errorf("/readyz body %q does not carry the last error (connection refused)", unready)
+	}
+
+	starting := time.Now()
+	if err := own.StartAPIServerAndWait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	down = false
+	var body string
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		c, b, err := probe(ctx, probes+"/readyz")
+		body = b
+		return err == nil && c == http.StatusOK && b == "ok", nil
+	}); err != nil {
+		t.Fatalf("/readyz after the API server came back = %q, want 200 ok\n%s", body, tail(p.Output(), 30))
+	}
+	t.Logf("API server stopped: /readyz 200 until %v, 503 %v after the stop began; 200 again %v after the start began",
+		lastOK.Round(time.Millisecond), notReady.Round(time.Millisecond), time.Since(starting).Round(time.Millisecond))
+}
