@@ -33,7 +33,21 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"operation"})
 	registerOnce sync.Once
+
+	apiRejectionsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "podtoip", Subsystem: "controller", Name: "api_rejections_total",
+		Help: "Calls the API server refused with 403 for a reason other than permissions, by reason " +
+			"(namespace_terminating, quota, admission_webhook, other), verb and resource. They do not make the controller unready.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason", "verb", "resource"})
+	registerAccessOnce sync.Once
 )
+
+// registerAccessMetrics registers the access tracker's metrics. The tracker
+// counts from the first request, before the controller exists.
+func registerAccessMetrics() {
+	registerAccessOnce.Do(func() { legacyregistry.MustRegister(apiRejectionsTotal) })
+}
 
 // registerMetrics registers the controller's metrics; the gauges read the
 // controller's caches when scraped, so they can never drift from them.
@@ -114,9 +128,12 @@ func (h *health) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // readyz is readiness: the startup checks have passed, both informer
-// caches have synced and the API server is not refusing the calls the
-// controller needs. A standby is ready (its caches are warm for a fast
-// takeover) and says it waits for the lease.
+// caches have synced, and the API server is reachable (or has been
+// unreachable for less than unreachableGrace), still serves the PodToIp
+// API and does not refuse the calls the controller needs (see
+// accessTracker). A standby is ready (its caches are warm for a fast
+// takeover) and says it waits for the lease. None of this is checked by
+// liveness: a restart fixes none of it.
 func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 	h.mu.Lock()
 	startup, synced := h.startup, h.synced

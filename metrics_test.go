@@ -74,7 +74,7 @@ func TestReadyzReportsRefusedCalls(t *testing.T) {
 	h := &health{access: access}
 	h.started(func() bool { return true })
 	rt := access.wrap(roundTripFunc(func(*http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: http.StatusForbidden, Body: http.NoBody, Request: nil}, nil
+		return forbidden(t, authzDenial(podtoipsGR, "", "create", "ns", ""), false), nil
 	}))
 	req := httptest.NewRequest(http.MethodPost, "https://api/apis/example.com/v1/namespaces/ns/podtoips", nil)
 	if _, err := rt.RoundTrip(req); err != nil {
