@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -33,12 +34,13 @@ const (
 // for (errors the server returns, such as an expired resource version),
 // while reachability is probed at most every 2 s.
 func retryWhileUnreachable(lw cache.ListerWatcher) cache.ListerWatcher {
-	return &unreachableRetrier{orig: lw, lw: cache.ToListerWatcherWithContext(lw)}
+	return &unreachableRetrier{orig: lw, lw: cache.ToListerWatcherWithContext(lw), clock: clock.RealClock{}}
 }
 
 type unreachableRetrier struct {
-	orig cache.ListerWatcher
-	lw   cache.ListerWatcherWithContext
+	orig  cache.ListerWatcher
+	lw    cache.ListerWatcherWithContext
+	clock clock.Clock
 }
 
 // List and Watch satisfy cache.ListerWatcher; the reflector calls the
@@ -53,7 +55,7 @@ func (u *unreachableRetrier) Watch(opts metav1.ListOptions) (watch.Interface, er
 
 func (u *unreachableRetrier) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	var out runtime.Object
-	err := retryUnreachable(ctx, func() (err error) {
+	err := retryUnreachable(ctx, u.clock, func() (err error) {
 		out, err = u.lw.ListWithContext(ctx, opts)
 		return err
 	})
@@ -62,7 +64,7 @@ func (u *unreachableRetrier) ListWithContext(ctx context.Context, opts metav1.Li
 
 func (u *unreachableRetrier) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	var out watch.Interface
-	err := retryUnreachable(ctx, func() (err error) {
+	err := retryUnreachable(ctx, u.clock, func() (err error) {
 		out, err = u.lw.WatchWithContext(ctx, opts)
 		return err
 	})
@@ -75,19 +77,23 @@ func (u *unreachableRetrier) IsWatchListSemanticsUnSupported() bool {
 	return watchlist.DoesClientNotSupportWatchListSemantics(u.orig)
 }
 
-func retryUnreachable(ctx context.Context, call func() error) error {
+// retryUnreachable calls call until it succeeds, fails for another reason
+// than reachability, or ctx ends, waiting between calls from
+// unreachableRetryBase doubling up to unreachableRetryMax. The clock is a
+// parameter so that tests can check the delays without waiting for them.
+func retryUnreachable(ctx context.Context, clk clock.Clock, call func() error) error {
 	delay := unreachableRetryBase
 	for {
 		err := call()
 		if err == nil || !isUnreachable(err) {
 			return err
 		}
-		t := time.NewTimer(delay)
+		t := clk.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return err
-		case <-t.C:
+		case <-t.C():
 		}
 		delay = min(2*delay, unreachableRetryMax)
 	}

@@ -20,7 +20,8 @@ import (
 // IP changes, 50 recreations under the same name), with unmanaged PodToIps
 // under the names of pods in each group. The mirrors converge within 10 s
 // of the last change, and then the controller is quiet: 30 s without a
-// single write, as counted by the API server.
+// single write. Over the whole plan the API server counts exactly one write
+// per change that needs one, and not a single 404 or 409.
 func TestFaultChurn(t *testing.T) {
 	ns := newNamespace(t)
 	f := newFleet(ns, 1)
@@ -62,6 +63,31 @@ func TestFaultChurn(t *testing.T) {
 		rest = rest[g.n-1:]
 	}
 	f.shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+
+	// What the plan asks of the controller, per change that is not under a
+	// foreign object's name: a delete removes the mirror (one DELETE; a pod
+	// left Terminating loses it too), an IP change updates it (one PUT). A
+	// recreation is one of two things depending on when the controller looks:
+	// the old mirror deleted and a new one created once the new pod has its
+	// IPs (DELETE + POST), or, if the new pod already has them when it
+	// looks, the mirror updated to the new pod's UID (one PUT). Creates
+	// happen for nothing else, so the POSTs counted say which it was.
+	var wantDeletes, wantIPChanges, wantRecreates float64
+	for _, c := range plan {
+		if _, ok := foreign[ns+"/"+c.pod.name]; ok {
+			continue // the controller leaves the foreign object alone
+		}
+		switch c.kind {
+		case "delete":
+			wantDeletes++
+		case "ip change":
+			wantIPChanges++
+		case "recreate":
+			wantRecreates++
+		}
+	}
+	planBefore := podtoipRequests(t)
+	planWrites0 := controllerWrites(t, p)
 
 	start := time.Now()
 	work := make(chan change)
@@ -109,26 +135,60 @@ func TestFaultChurn(t *testing.T) {
 
 	took := waitConverged(t, 10*time.Second, foreign, ns)
 	t.Logf("converged %v after the last change", took.Round(time.Millisecond))
+	recordConvergence(t, "churn: convergence", took, 10*time.Second,
+		"time from the last of 200 changes returning until the checker first sees 0/0/0/0", foreign, ns)
 
 	// Converged means nothing is left to do: an idle controller must not
 	// write at all (no resync rewrites, no retry loops, no flapping).
 	before := podtoipRequests(t)
 	w0 := controllerWrites(t, p)
 	hold(t, 30*time.Second)
-	if d := podtoipRequests(t).Sub(before); d.Writes() != 0 {
+	end := podtoipRequests(t)
+	if d := end.Sub(before); d.Writes() != 0 {
 		t.Errorf("%v writes to podtoips in 30 s of idle after convergence, want 0: %v", d.Writes(), d)
 	}
-	if w := controllerWrites(t, p); w != w0 {
-		t.Errorf("controller counted %v writes while idle, want 0", w-w0)
+	w1 := controllerWrites(t, p)
+	if w1 != w0 {
+		t.Errorf("controller counted %v writes while idle, want 0", w1-w0)
 	}
+
+	// The whole plan, from before its first change to the end of the idle
+	// time (so that no write is missed however late it came).
+	d := end.Sub(planBefore)
+	posts, puts, deletes := d.Verb("POST"), d.Verb("PUT"), d.Verb("DELETE")
+	viaCreate := posts // recreations done as DELETE + POST
+	want := wantDeletes + wantIPChanges + wantRecreates + viaCreate
+	t.Logf("plan: %v deletes, %v IP changes, %v recreations needing a write; API server podtoips requests %v", wantDeletes, wantIPChanges, wantRecreates, d)
+	if posts > wantRecreates || deletes != wantDeletes+viaCreate || puts != wantIPChanges+wantRecreates-viaCreate || d.Writes() != want {
+		t.Errorf("API server counted %v writes (POST %v, PUT %v, DELETE %v), want one per change: DELETE %v + %v recreations as DELETE+POST, PUT %v + %v recreations as an update, %v in all",
+			d.Writes(), posts, puts, deletes, wantDeletes, viaCreate, wantIPChanges, wantRecreates-viaCreate, want)
+	}
+	for k, v := range d {
+		if strings.HasSuffix(k, " 404") || strings.HasSuffix(k, " 409") {
+			t.Errorf("%v podtoips requests %q during the churn, want none", v, k)
+		}
+	}
+	if w := w1 - planWrites0; w != d.Writes() {
+		t.Errorf("controller counted %v writes during the churn, the API server %v", w, d.Writes())
+	}
+	recordFigure(t, figure{Name: "churn: writes", Value: d.Writes(), Bar: want, Unit: "count",
+		Measures: fmt.Sprintf("PodToIp writes the API server counted over 200 changes (%v needing a write; %v recreations seen as DELETE+POST) and 30 s of idle after; 404 and 409 answers: none allowed",
+			wantDeletes+wantIPChanges+wantRecreates, viaCreate)})
 	mustBeRunning(t, p, "after churn")
 }
 
 // TestFaultFighter: another client fights the controller for 30 s at 20
 // operations per second, rewriting addresses, stripping owner references
-// and deleting mirrors. The controller's optimistic-concurrency updates meet
-// 409 conflicts; every mirror is restored within 5 s of the fighter
-// stopping, and the unmanaged PodToIp is never touched.
+// and deleting mirrors. The controller's optimistic-concurrency updates must
+// meet 409 conflicts (the fighter is built to provoke them), and it must
+// not retry them blindly: a conflict means its cache is behind, and the
+// watch event on its way brings the new state, which it reconciles then.
+// Precisely: no reconcile fails and nothing is requeued with backoff during
+// the fight (the controller's workqueue_retries_total and
+// podtoip_controller_syncs_total{result="error"} do not move), and the
+// conflicts are no more than the fighter's writes that could have caused
+// them. Every mirror is restored within 5 s of the fighter stopping, and the
+// unmanaged PodToIp is never touched.
 func TestFaultFighter(t *testing.T) {
 	ns := newNamespace(t)
 	f := newFleet(ns, 6)
@@ -147,6 +207,9 @@ func TestFaultFighter(t *testing.T) {
 	}
 	before := podtoipRequests(t)
 	w0 := controllerWrites(t, p)
+	m0 := scrape(t, p)
+	retries0, _ := sumSeries(m0, `workqueue_retries_total{name="podtoip"}`)
+	failed0, _ := sumSeries(m0, "podtoip_controller_syncs_total", `result="error"`)
 	counts := map[string]int{}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -191,9 +254,34 @@ func TestFaultFighter(t *testing.T) {
 
 	took := waitConverged(t, 5*time.Second, foreign, ns)
 	t.Logf("every mirror restored %v after the fighter stopped", took.Round(time.Millisecond))
+	recordConvergence(t, "fighter: convergence", took, 5*time.Second,
+		"time from the fighter's last write until the checker first sees 0/0/0/0", foreign, ns)
 	server := podtoipRequests(t).Sub(before)
-	t.Logf("API server podtoips requests during the fight: %v (the controller's updates that met a conflict: %v); controller writes %v",
-		server, server["PUT 409"], controllerWrites(t, p)-w0)
+	m1 := scrape(t, p)
+	retries1, _ := sumSeries(m1, `workqueue_retries_total{name="podtoip"}`)
+	failed1, _ := sumSeries(m1, "podtoip_controller_syncs_total", `result="error"`)
+	otherPuts := server.Verb("PUT") - server["PUT 200"] - server["PUT 404"] - server["PUT 409"]
+	t.Logf("API server podtoips requests during the fight: %v (the controller's updates that met a conflict: %v); controller writes %v, requeues %v, failed reconciles %v",
+		server, server["PUT 409"], controllerWrites(t, p)-w0, retries1-retries0, failed1-failed0)
+	// Each conflict needs a write by the fighter landing between the
+	// controller's last look at the object and its update: two per rewrite,
+	// one per stripped owner reference (a deleted mirror answers 404).
+	racing := float64(2*counts["rewrite"] + counts["strip owner"])
+	switch {
+	case server["PUT 409"] == 0:
+		t.Errorf("no update met a 409 Conflict during the fight; the fighter did not provoke what this test is about")
+	case server["PUT 409"] > racing:
+		t.Errorf("%v updates met a 409, more than the %v fighter writes that could cause one: conflicts retried with the same stale state", server["PUT 409"], racing)
+	}
+	if otherPuts != 0 {
+		t.Errorf("updates answered other than 200, 404 or 409: %v", server)
+	}
+	if retries1 != retries0 || failed1 != failed0 {
+		t.Errorf("the controller requeued %v keys with backoff and failed %v reconciles during the fight, want 0: conflicts must wait for the watch event, not be retried",
+			retries1-retries0, failed1-failed0)
+	}
+	recordFigure(t, figure{Name: "fighter: update conflicts", Value: server["PUT 409"], Bar: racing, Unit: "count",
+		Measures: "controller updates the API server answered 409 during 30 s of fighting, bounded by the fighter's writes that could cause one; the controller's requeues and failed reconciles: none allowed"})
 	mustBeRunning(t, p, "after the fight")
 }
 
@@ -244,6 +332,8 @@ func TestFaultGracefulStop(t *testing.T) {
 		queued = m[1]
 	}
 	t.Logf("exited 0 %v after SIGTERM (queue depth %v just before), with %s keys still queued at shutdown", exitTook.Round(time.Millisecond), depth, queued)
+	recordDuration(t, "SIGTERM during churn: exit", exitTook, 10*time.Second,
+		"time from sending SIGTERM, with work queued under heavy churn, until the process has exited 0")
 	c.stop(t)
 
 	before := podtoipRequests(t)
@@ -251,6 +341,8 @@ func TestFaultGracefulStop(t *testing.T) {
 	waitReady(t, p2)
 	took := waitConverged(t, 30*time.Second, nil, ns)
 	t.Logf("the next start converged in %v (after it started its workers)", took.Round(time.Millisecond))
+	recordConvergence(t, "SIGTERM during churn: next start", took, 30*time.Second,
+		"time from the next start being ready until the checker first sees 0/0/0/0", nil, ns)
 	// Stop it so that every request it made is in the counters.
 	if code, err := p2.Stop(30 * time.Second); err != nil || code != 0 {
 		t.Fatalf("graceful stop of the second run: exit %d, %v", code, err)

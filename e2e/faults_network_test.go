@@ -30,12 +30,24 @@ func startRelay(t *testing.T) (*controlplane.Relay, string) {
 	return relay, kc
 }
 
+// The binary's HTTP/2 health check (main.go): a PING after deadConnReadIdle
+// without a frame from the server, the connection closed if no answer comes
+// within deadConnPing. deadConnBar is the limit TestFaultNetwork enforces on
+// dropping a silently dead connection.
+const (
+	deadConnReadIdle = 10 * time.Second
+	deadConnPing     = 5 * time.Second
+	deadConnBar      = deadConnReadIdle + deadConnPing + 10*time.Second
+)
+
 // TestFaultNetwork runs the controller through a relay that resets its
 // connections, then delays every byte by 50-200 ms, then blackholes it for
 // 20 s while pods change. When the path comes back, the connections that
 // were established stay dead (as after a NAT or load balancer lost its
 // state): only client-go's HTTP/2 health check, with the binary's defaults,
-// can find that out. The mirrors must converge within 30 s of the restore.
+// can find that out. The controller must drop every such connection within
+// deadConnBar of the blackhole's start, and the mirrors converge within 30 s
+// of the restore.
 func TestFaultNetwork(t *testing.T) {
 	ns := newNamespace(t)
 	f := newFleet(ns, 4)
@@ -59,6 +71,8 @@ func TestFaultNetwork(t *testing.T) {
 	c.hold()
 	took := waitConverged(t, 15*time.Second, nil, ns)
 	t.Logf("converged %v after the cuts", took.Round(time.Millisecond))
+	recordConvergence(t, "network: connection resets", took, 15*time.Second,
+		"time from 1 s after the last of 5 resets (churn held) until the checker first sees 0/0/0/0", nil, ns)
 	c.release()
 
 	// Latency on every byte, both ways.
@@ -67,6 +81,8 @@ func TestFaultNetwork(t *testing.T) {
 	c.hold()
 	took = waitConverged(t, 20*time.Second, nil, ns)
 	t.Logf("converged %v with 50-200 ms latency", took.Round(time.Millisecond))
+	recordConvergence(t, "network: 50-200 ms latency", took, 20*time.Second,
+		"time from holding the churn, after 5 s of 50-200 ms latency on every byte, until the checker first sees 0/0/0/0 (latency still on)", nil, ns)
 	relay.SetLatency(0, 0)
 	c.release()
 	mustBeRunning(t, p, "after cuts and latency")
@@ -85,17 +101,41 @@ func TestFaultNetwork(t *testing.T) {
 
 	took = waitConverged(t, 30*time.Second, nil, ns)
 	t.Logf("converged %v after the restore", took.Round(time.Millisecond))
+	recordConvergence(t, "network: 20 s blackhole", took, 30*time.Second,
+		"time from the end of a 20 s blackhole (the connections established before it dead for good) until the checker first sees 0/0/0/0", nil, ns)
+
 	// How long the controller held on to each connection that went silent.
+	// The health check PINGs after deadConnReadIdle without a frame from the
+	// server (the last one arrived before the blackhole began) and gives up
+	// deadConnPing later: about 15 s. The bar adds 10 s for timers firing
+	// late on a loaded machine; client-go's own defaults (30 s + 15 s) would
+	// not even send the first PING before 30 s.
+	var slowest time.Duration
+	dead := 0
 	for i, s := range relay.Connections()[:before] {
 		if !s.Dead {
 			continue // closed before the blackhole
 		}
+		dead++
 		if s.ClientGone.IsZero() {
-			t.Logf("blackholed connection %d: still held open by the controller", i)
-		} else {
-			t.Logf("blackholed connection %d: abandoned by the controller %v after the blackhole began (%v after the restore)",
-				i, s.ClientGone.Sub(blackholed).Round(time.Millisecond), s.ClientGone.Sub(restored).Round(time.Millisecond))
+			t.Errorf("blackholed connection %d: still held open by the controller %v after the blackhole began, want it dropped within %v",
+				i, time.Since(blackholed).Round(time.Millisecond), deadConnBar)
+			continue
 		}
+		gone := s.ClientGone.Sub(blackholed)
+		t.Logf("blackholed connection %d: abandoned by the controller %v after the blackhole began (%v after the restore)",
+			i, gone.Round(time.Millisecond), s.ClientGone.Sub(restored).Round(time.Millisecond))
+		if gone > deadConnBar {
+			t.Errorf("blackholed connection %d: dropped %v after the blackhole began, want within %v (a PING after %v of silence, %v for the answer, plus margin)",
+				i, gone.Round(time.Millisecond), deadConnBar, deadConnReadIdle, deadConnPing)
+		}
+		slowest = max(slowest, gone)
+	}
+	if dead == 0 {
+		t.Errorf("no connection was left dead by the blackhole; the health check was not exercised")
+	} else {
+		recordDuration(t, "network: dead HTTP/2 connection dropped", slowest, deadConnBar,
+			"time from the start of a blackhole until the controller closes the last connection established before it (the relay sees the client close)")
 	}
 	mustBeRunning(t, p, "after the blackhole")
 }
@@ -191,6 +231,8 @@ func TestFaultExpiredWatches(t *testing.T) {
 	restored := time.Now()
 	took := waitConverged(t, 30*time.Second, nil, ns)
 	t.Logf("converged %v after the restore", took.Round(time.Millisecond))
+	recordConvergence(t, "expired watches", took, 30*time.Second,
+		"time from restoring the path (after 500 writes and 100 deletes unseen, etcd compacted, API server restarted) until the checker first sees 0/0/0/0", nil, ns)
 
 	// Both informers were told their resource version is gone, and listed
 	// again. (A relist may finish after convergence: the informer that
