@@ -132,14 +132,17 @@ func (t *writeTracker) pending(key cache.ObjectName, cached *PodToIp) bool {
 	if !ok {
 		return false
 	}
-	switch {
-	case e.inflight:
-		// Only the worker holding the key writes it, and it is the one
-		// asking: a leftover of a write that never reported back.
-	case t.now().Sub(e.at) > expectationTimeout:
-	case e.deletedUID != "" && (cached == nil || cached.UID != e.deletedUID):
-	case e.deletedUID == "" && cached != nil && rvAtLeast(cached.ResourceVersion, e.rv):
-	default:
+	// The write counts as unobserved unless it never reported back (only
+	// the worker holding the key writes it, and it is the one asking), it
+	// expired, or the cache already shows it.
+	expired := t.now().Sub(e.at) > expectationTimeout
+	var seen bool
+	if e.deletedUID != "" {
+		seen = cached == nil || cached.UID != e.deletedUID
+	} else {
+		seen = cached != nil && rvAtLeast(cached.ResourceVersion, e.rv)
+	}
+	if !e.inflight && !expired && !seen {
 		return true
 	}
 	delete(t.m, key)

@@ -57,9 +57,26 @@ func TestWriteTracker(t *testing.T) {
 		t.Error("delete pending after its delete event")
 	}
 
-	// Expectations expire, so a lost event delays but never blocks.
+	// After a delete, an update event of the same object says nothing; one
+	// of a new object under the name shows the delete happened.
+	tr.deleted(key, "a")
+	tr.observe(key, mirrorAt("a", "310"), false)
+	if tr.len() != 1 {
+		t.Error("an event of the deleted object itself cleared the delete")
+	}
+	tr.observe(key, mirrorAt("b", "311"), false)
+	if tr.len() != 0 {
+		t.Error("an event of a new object under the name did not clear the delete")
+	}
+
+	// Expectations expire, so a lost event delays but never blocks; not
+	// before the timeout has passed.
 	tr.wrote(key, "500")
-	now = now.Add(expectationTimeout + time.Second)
+	now = now.Add(expectationTimeout)
+	if !tr.pending(key, nil) {
+		t.Error("expectation dropped before its timeout")
+	}
+	now = now.Add(time.Nanosecond)
 	if tr.pending(key, nil) {
 		t.Error("expired expectation still pending")
 	}
@@ -115,6 +132,20 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 			events: func(tr *writeTracker) { tr.observe(key, mirrorAt("a", "150"), true) },
 			cached: nil,
 		},
+		"an older event, then the own event seen": {
+			events: func(tr *writeTracker) {
+				tr.observe(key, mirrorAt("a", "150"), false)
+				tr.observe(key, mirrorAt("a", "200"), false)
+			},
+			cached: mirrorAt("a", "200"),
+		},
+		"the own event, then an older one seen": {
+			events: func(tr *writeTracker) {
+				tr.observe(key, mirrorAt("a", "200"), false)
+				tr.observe(key, mirrorAt("a", "150"), false)
+			},
+			cached: mirrorAt("a", "150"),
+		},
 		"only an older event seen": {
 			events:      func(tr *writeTracker) { tr.observe(key, mirrorAt("a", "150"), false) },
 			cached:      mirrorAt("a", "150"),
@@ -131,6 +162,9 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 			tr.begin(key)
 			tc.events(tr)
 			tr.wrote(key, "200")
+			if cleared := tr.len() == 0; cleared == tc.wantPending {
+				t.Errorf("record cleared by wrote = %v, want %v", cleared, !tc.wantPending)
+			}
 			if got := tr.pending(key, tc.cached); got != tc.wantPending {
 				t.Errorf("pending = %v, want %v", got, tc.wantPending)
 			}
