@@ -76,20 +76,20 @@ func loadConfig(kubeconfig, master string, env configEnv) (*clientConfig, error)
 	}
 	homeFile := filepath.Join(homedir.HomeDir(), clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)
 	rules := &clientcmd.ClientConfigLoadingRules{Precedence: []string{homeFile}}
-	raw, err := rules.Load()
-	if err != nil {
-		return nil, fmt.Errorf("loading %s: %w; fix it, or pass --kubeconfig", homeFile, err)
-	}
-	if clientcmdapi.IsConfigEmpty(raw) {
-		if master == "" {
-			return nil, errors.New("no Kubernetes configuration found: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, or run inside a pod")
-		}
-		return &clientConfig{Config: &rest.Config{Host: master}, source: "--master " + master + " without credentials",
-			credentials: "no credentials were given (--master without --kubeconfig, $KUBECONFIG or a ServiceAccount token), so requests are anonymous; pass --kubeconfig with a user's credentials"}, nil
-	}
-	return fromKubeconfig(rules, overrides, "~/.kube/config ("+homeFile+")",
+	cc, err := fromKubeconfig(rules, overrides, "~/.kube/config ("+homeFile+")",
 		fmt.Sprintf("check %s (kubectl config view)", homeFile))
+	switch {
+	case !errors.Is(err, errNoKubeconfig):
+		return cc, err
+	case master == "":
+		return nil, errors.New("no Kubernetes configuration found: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, or run inside a pod")
+	}
+	return &clientConfig{Config: &rest.Config{Host: master}, source: "--master " + master + " without credentials",
+		credentials: "no credentials were given (--master without --kubeconfig, $KUBECONFIG or a ServiceAccount token), so requests are anonymous; pass --kubeconfig with a user's credentials"}, nil
 }
+
+// errNoKubeconfig is wrapped by fromKubeconfig when the files hold nothing.
+var errNoKubeconfig = errors.New("no configuration has been provided (missing or empty files)")
 
 // fromKubeconfig builds the configuration from kubeconfig files.
 func fromKubeconfig(rules *clientcmd.ClientConfigLoadingRules, overrides *clientcmd.ConfigOverrides, source, fix string) (*clientConfig, error) {
@@ -98,7 +98,7 @@ func fromKubeconfig(rules *clientcmd.ClientConfigLoadingRules, overrides *client
 		return nil, fmt.Errorf("loading %s: %w; %s", source, err, fix)
 	}
 	if clientcmdapi.IsConfigEmpty(raw) {
-		return nil, fmt.Errorf("loading %s: no configuration has been provided (missing or empty files); %s", source, fix)
+		return nil, fmt.Errorf("loading %s: %w; %s", source, errNoKubeconfig, fix)
 	}
 	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, "", overrides, rules).ClientConfig()
 	if err != nil {
