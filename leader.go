@@ -128,7 +128,7 @@ func runElection(ctx context.Context, l leaderOptions, lock resourcelock.Interfa
 	adaptor *leaderelection.HealthzAdaptor, leading *atomic.Bool, work func(ctx, inflight context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	id := lock.Identity()
-	renewals := &renewalRecorder{Interface: lock, now: time.Now}
+	renewals := &renewalRecorder{Interface: lock}
 
 	// The elector's context outlives ctx until work is done, so the lease is
 	// released only after in-flight writes finish.
@@ -250,19 +250,18 @@ func runElection(ctx context.Context, l leaderOptions, lock resourcelock.Interfa
 // lease duration from no earlier than this instant.
 type renewalRecorder struct {
 	resourcelock.Interface
-	now  func() time.Time
 	last atomic.Int64 // UnixNano; 0 until the first success
 }
 
 func (r *renewalRecorder) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	sent := r.now()
+	sent := time.Now()
 	err := r.Interface.Create(ctx, rec)
 	r.record(err, rec, sent)
 	return err
 }
 
 func (r *renewalRecorder) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	sent := r.now()
+	sent := time.Now()
 	err := r.Interface.Update(ctx, rec)
 	r.record(err, rec, sent)
 	return err
@@ -296,7 +295,7 @@ func stopWhenRenewalOverdue(ctx context.Context, renewals *renewalRecorder, rene
 			return
 		case <-t.C:
 			last := renewals.lastRenewal()
-			if overdue := renewals.now().Sub(last); overdue > renewDeadline {
+			if time.Since(last) > renewDeadline {
 				klog.FromContext(ctx).Error(nil, "Lease not renewed within the renew deadline; stopping work and cancelling calls in flight before it can expire",
 					"renewDeadline", renewDeadline, "lastRenewal", last.UTC().Format(time.RFC3339Nano))
 				stop()
