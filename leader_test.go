@@ -84,6 +84,12 @@ func (*memLock) RecordEvent(string) {}
 func (*memLock) Identity() string   { return "me" }
 func (*memLock) Describe() string   { return "ns/test" }
 
+// drainTestLease is the timing of the graceful-drain tests: a renew
+// deadline well inside the lease duration, so a guard that stops work in
+// time is told apart from one that waits for client-go.
+var drainTestLease = leaderOptions{enabled: true, leaseDuration: 3 * time.Second, renewDeadline: 2 * time.Second,
+	retryPeriod: 250 * time.Millisecond, resourceName: "test"}
+
 // TestLeaseLostDuringGracefulDrain checks the leader that is draining after
 // SIGTERM, its writes still in flight, when its renewals stop succeeding:
 // the calls in flight must be cancelled before the lease can expire for a
@@ -96,8 +102,7 @@ func TestLeaseLostDuringGracefulDrain(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			ctx, sigterm := context.WithCancel(ctx)
 			defer sigterm()
-			l := leaderOptions{enabled: true, leaseDuration: 3 * time.Second, renewDeadline: 2 * time.Second,
-				retryPeriod: 250 * time.Millisecond, resourceName: "test"}
+			l := drainTestLease
 			lock := &memLock{}
 			started := make(chan struct{})
 			var cancelledAt atomic.Int64
@@ -141,8 +146,7 @@ func TestLeaseReleasedAfterGracefulDrain(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, sigterm := context.WithCancel(ctx)
 	defer sigterm()
-	l := leaderOptions{enabled: true, leaseDuration: 3 * time.Second, renewDeadline: 2 * time.Second,
-		retryPeriod: 250 * time.Millisecond, resourceName: "test"}
+	l := drainTestLease
 	lock := &memLock{}
 	started := make(chan struct{})
 	work := func(ctx, inflight context.Context) error {
