@@ -300,15 +300,7 @@ func TestFaultTerminatingNamespace(t *testing.T) {
 	waitReady(t, p)
 	waitConverged(t, 30*time.Second, nil, ns)
 
-	if err := cp.Kube.CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		n, err := cp.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		return err == nil && n.Status.Phase == corev1.NamespaceTerminating, err
-	}); err != nil {
-		t.Fatalf("namespace %s is not terminating: %v", ns, err)
-	}
+	terminateNamespace(t, ns)
 	// The premise: creates are refused there with the NamespaceTerminating cause.
 	_, err := cp.Kube.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "refused"},
@@ -376,6 +368,22 @@ func TestFaultTerminatingNamespace(t *testing.T) {
 	waitConverged(t, 30*time.Second, nil, ns)
 	if list, err := mirrors(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
 		t.Errorf("%d PodToIps left in %s after its pods were deleted (err %v)", len(list.Items), ns, err)
+	}
+}
+
+// terminateNamespace deletes ns and waits until it is Terminating. The
+// bare API server has no namespace controller, so it stays so until
+// removeTerminatingNamespace.
+func terminateNamespace(t *testing.T, ns string) {
+	t.Helper()
+	if err := cp.Kube.CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := cp.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return err == nil && n.Status.Phase == corev1.NamespaceTerminating, err
+	}); err != nil {
+		t.Fatalf("namespace %s is not terminating: %v", ns, err)
 	}
 }
 

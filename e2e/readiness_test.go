@@ -44,6 +44,51 @@ func readyzOK(t *testing.T, p *controlplane.Process, when string) {
 	}
 }
 
+// waitReadyzOK waits up to within for /readyz to answer 200 "ok"; a probe
+// that cannot connect counts as not yet.
+func waitReadyzOK(t *testing.T, p *controlplane.Process, within time.Duration, when string) {
+	t.Helper()
+	probes := endpoint(t, p, "health probes")
+	var code int
+	var body string
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		c, b, err := probe(ctx, probes+"/readyz")
+		code, body = c, b
+		return err == nil && c == http.StatusOK && b == "ok", nil
+	}); err != nil {
+		t.Fatalf("/readyz %s = %d %q, want 200 ok\n%s", when, code, body, tail(p.Output(), 30))
+	}
+}
+
+// waitUnreachableReported waits up to within for /readyz to report the API
+// server unreachable, checking that /healthz stays 200 meanwhile. It
+// returns how long after since /readyz turned 503 and was last 200, and
+// the 503's body.
+func waitUnreachableReported(t *testing.T, p *controlplane.Process, since time.Time, within time.Duration, when string) (notReady, lastOK time.Duration, body string) {
+	t.Helper()
+	probes := endpoint(t, p, "health probes")
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		c, b, err := probe(ctx, probes+"/readyz")
+		if err != nil {
+			return false, err
+		}
+		if hc, hb, err := probe(ctx, probes+"/healthz"); err != nil || hc != http.StatusOK {
+			t.Errorf("/healthz %s = %d %q (%v), want 200", when, hc, hb, err)
+		}
+		switch {
+		case c == http.StatusOK:
+			lastOK = time.Since(since)
+		case c == http.StatusServiceUnavailable && strings.HasPrefix(b, "the API server has been unreachable for "):
+			notReady, body = time.Since(since), b
+			return true, nil
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("/readyz did not report the API server unreachable within %v (%s): %v\n%s", within, when, err, tail(p.Output(), 30))
+	}
+	return notReady, lastOK, body
+}
+
 // noPermissionComplaint fails if the controller reported missing
 // permissions: nothing in these tests takes any away.
 func noPermissionComplaint(t *testing.T, p *controlplane.Process) {
@@ -70,15 +115,7 @@ func TestReadinessNamespaceTerminating(t *testing.T) {
 	waitReady(t, p)
 	waitProbe(t, p, "/readyz", http.StatusOK, "ok")
 
-	if err := cp.Kube.CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		n, err := cp.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		return err == nil && n.Status.Phase == corev1.NamespaceTerminating, err
-	}); err != nil {
-		t.Fatalf("namespace %s is not terminating: %v", ns, err)
-	}
+	terminateNamespace(t, ns)
 	setPodIPs(t, ns, "late-0", corev1.PodRunning, "10.244.71.1")
 	setPodIPs(t, ns, "late-1", corev1.PodRunning, "10.244.71.2")
 
@@ -231,15 +268,7 @@ func TestReadinessCRDDeleted(t *testing.T) {
 	reinstalled := time.Now()
 	// The informer relists with the reflector's backoff, which after a
 	// few failed lists reaches up to a minute: allow two.
-	var code int
-	var body string
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		c, b, err := probe(ctx, probes+"/readyz")
-		code, body = c, b
-		return err == nil && c == http.StatusOK && b == "ok", nil
-	}); err != nil {
-		t.Fatalf("/readyz after the CRD was reinstalled = %d %q, want 200 ok\n%s", code, body, tail(p.Output(), 30))
-	}
+	waitReadyzOK(t, p, 2*time.Minute, "after the CRD was reinstalled")
 	readyIn := time.Since(reinstalled)
 	waitMirrorOn("10.244.73.2", 2*time.Minute)
 	if n := strings.Count(p.Output(), "The PodToIp API is no longer served"); n != 1 {
@@ -263,7 +292,6 @@ func TestReadinessAPIServerUnreachable(t *testing.T) {
 	p := startControllerAs(t, kc, "--namespace", ns)
 	t.Cleanup(relay.Restore) // before the controller is stopped, so it can exit cleanly
 	waitReady(t, p)
-	probes := endpoint(t, p, "health probes")
 	runningPod(t, ns, "p0", []string{"10.244.74.1"}, onNode("node-1"))
 	waitMirrorIPs(t, ns, "p0", "10.244.74.1")
 	readyzOK(t, p, "before the partition")
@@ -274,29 +302,7 @@ func TestReadinessAPIServerUnreachable(t *testing.T) {
 	}
 	setPodIPs(t, ns, "p0", corev1.PodRunning, "10.244.74.2") // directly, not through the relay
 
-	var notReady time.Duration
-	var lastOK time.Duration
-	var unready, body string
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		c, b, err := probe(ctx, probes+"/readyz")
-		if err != nil {
-			return false, err
-		}
-		if hc, hb, err := probe(ctx, probes+"/healthz"); err != nil || hc != http.StatusOK {
-			t.Errorf("/healthz while partitioned = %d %q (%v), want 200", hc, hb, err)
-		}
-		switch {
-		case c == http.StatusOK:
-			lastOK = time.Since(blackholed)
-			return false, nil
-		case c == http.StatusServiceUnavailable && strings.HasPrefix(b, "the API server has been unreachable for "):
-			notReady, unready = time.Since(blackholed), b
-			return true, nil
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatalf("/readyz did not report the API server unreachable within 2m of the partition: %v\n%s", err, tail(p.Output(), 30))
-	}
+	notReady, lastOK, unready := waitUnreachableReported(t, p, blackholed, 2*time.Minute, "while partitioned")
 	// No request can have failed for longer than it has been out since the
 	// partition began, but one may have been sent a moment before it.
 	if notReady < 14*time.Second {
@@ -311,13 +317,7 @@ func TestReadinessAPIServerUnreachable(t *testing.T) {
 	// The informers' lists failed meanwhile, and the reflector backs off
 	// up to a minute between them; the first answer to any request is
 	// enough for readiness, converging waits for the relists.
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		c, b, err := probe(ctx, probes+"/readyz")
-		body = b
-		return err == nil && c == http.StatusOK && b == "ok", nil
-	}); err != nil {
-		t.Fatalf("/readyz after the restore = %q, want 200 ok\n%s", body, tail(p.Output(), 30))
-	}
+	waitReadyzOK(t, p, 2*time.Minute, "after the restore")
 	readyIn := time.Since(restored)
 	waitConverged(t, 2*time.Minute, nil, ns)
 	if err := p.WaitForOutput(ctxFor(t, 10*time.Second), "The API server answers again"); err != nil {
@@ -342,7 +342,6 @@ func TestReadinessAPIServerStopped(t *testing.T) {
 	}
 	p := startControllerEnv(t, nil, "--kubeconfig", own.Kubeconfig, "--namespace", "default")
 	waitReady(t, p)
-	probes := endpoint(t, p, "health probes")
 	readyzOK(t, p, "before the API server is stopped")
 
 	down := false
@@ -362,27 +361,7 @@ func TestReadinessAPIServerStopped(t *testing.T) {
 	if _, err := own.StopAPIServerForRestart(2 * time.Second); err != nil {
 		t.Fatalf("stopping the API server: %v", err)
 	}
-	var notReady, lastOK time.Duration
-	var unready string
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		c, b, err := probe(ctx, probes+"/readyz")
-		if err != nil {
-			return false, err
-		}
-		if hc, hb, err := probe(ctx, probes+"/healthz"); err != nil || hc != http.StatusOK {
-			t.Errorf("/healthz with the API server stopped = %d %q (%v), want 200", hc, hb, err)
-		}
-		switch {
-		case c == http.StatusOK:
-			lastOK = time.Since(stopping)
-		case c == http.StatusServiceUnavailable && strings.HasPrefix(b, "the API server has been unreachable for "):
-			notReady, unready = time.Since(stopping), b
-			return true, nil
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatalf("/readyz did not report the API server unreachable within 1m of its stop: %v\n%s", err, tail(p.Output(), 30))
-	}
+	notReady, lastOK, unready := waitUnreachableReported(t, p, stopping, time.Minute, "with the API server stopped")
 	// The server answers until it exits, which is after stopping began, so
 	// nothing can have failed for longer than that: the bar is the grace.
 	if notReady < 15*time.Second {
@@ -397,14 +376,7 @@ func TestReadinessAPIServerStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	down = false
-	var body string
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		c, b, err := probe(ctx, probes+"/readyz")
-		body = b
-		return err == nil && c == http.StatusOK && b == "ok", nil
-	}); err != nil {
-		t.Fatalf("/readyz after the API server came back = %q, want 200 ok\n%s", body, tail(p.Output(), 30))
-	}
+	waitReadyzOK(t, p, time.Minute, "after the API server came back")
 	t.Logf("API server stopped: /readyz 200 until %v, 503 %v after the stop began; 200 again %v after the start began",
 		lastOK.Round(time.Millisecond), notReady.Round(time.Millisecond), time.Since(starting).Round(time.Millisecond))
 }
