@@ -386,15 +386,9 @@ func rejectionOf(msg string) string {
 	return rejectOther
 }
 
-// resourceOf extracts the resource from an API path such as
-// /api/v1/namespaces/ns/pods/name or /apis/example.com/v1/podtoips.
-func resourceOf(path string) string {
-	r, _ := parsePath(path)
-	return r
-}
-
 // parsePath extracts the resource and the object's name (empty for the
-// collection) from an API path.
+// collection) from an API path such as /api/v1/namespaces/ns/pods/name or
+// /apis/example.com/v1/podtoips.
 func parsePath(path string) (resource, name string) {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	switch {

@@ -23,7 +23,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 )
 
-func TestResourceOf(t *testing.T) {
+func TestParsePath(t *testing.T) {
 	for path, want := range map[string][2]string{
 		"/api/v1/pods":                                   {"pods", ""},
 		"/api/v1/namespaces/ns1/pods/p1":                 {"pods", "p1"},
@@ -38,9 +38,6 @@ func TestResourceOf(t *testing.T) {
 	} {
 		if r, n := parsePath(path); r != want[0] || n != want[1] {
 			t.Errorf("parsePath(%q) = %q, %q, want %q, %q", path, r, n, want[0], want[1])
-		}
-		if got := resourceOf(path); got != want[0] {
-			t.Errorf("resourceOf(%q) = %q, want %q", path, got, want[0])
 		}
 	}
 }
