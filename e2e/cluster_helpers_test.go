@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"example.com/podtoip-controller/e2e/controlplane"
 )
@@ -250,4 +252,28 @@ func podsOf(t *testing.T, c *controlplane.Cluster, ns, selector string) []corev1
 		t.Fatal(err)
 	}
 	return list.Items
+}
+
+// tokenKubeconfig writes a kubeconfig for on's API server that
+// authenticates with a bearer token, as a ServiceAccount's would.
+func tokenKubeconfig(t *testing.T, on *controlplane.ControlPlane, token string) string {
+	t.Helper()
+	admin, err := clientcmd.LoadFromFile(on.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caData []byte
+	for _, c := range admin.Clusters {
+		caData = c.CertificateAuthorityData
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: on.Host(), CertificateAuthorityData: caData}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
+	kc.CurrentContext = "sa"
+	path := filepath.Join(t.TempDir(), "sa.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

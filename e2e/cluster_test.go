@@ -397,3 +397,48 @@ func TestClusterChurnAddressReuse(t *testing.T) {
 	recordFigure(t, figure{Name: "cluster churn: 404 answers", Value: got["DELETE 404"] + got["PUT 404"], Unit: "count",
 		Measures: fmt.Sprintf("404 answers to the controller over %d scale rounds on the simulated cluster (garbage collector deleting mirrors too); 409: %.0f", rounds, got["POST 409"]+got["PUT 409"])})
 }
+
+// TestClusterShippedManifestsFailover installs the shipped manifests
+// (kubectl apply -k artifacts/) on the simulated cluster and runs two
+// replicas as its ServiceAccount, with a token from `kubectl create token`
+// and leader election in the manifests' namespace: only the shipped RBAC
+// grants what they do. A Deployment is scaled while the leader is
+// SIGKILLed; the standby takes over and the cluster converges, with no
+// request refused.
+func TestClusterShippedManifestsFailover(t *testing.T) {
+	c := simCluster(t)
+	ns := simNamespace(t, c)
+	kc(t, c, "apply", "-k", c.Root+"/artifacts")
+	token := strings.TrimSpace(kc(t, c, "-n", deployNS, "create", "token", "podtoip-controller", "--duration=1h"))
+	kubeconfig := tokenKubeconfig(t, c.ControlPlane, token)
+
+	args := []string{"--leader-elect", "--leader-elect-resource-namespace", deployNS,
+		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"}
+	a := startControllerAs(t, kubeconfig, args...)
+	if err := a.WaitForOutput(ctxFor(t, time.Minute), "Became the leader"); err != nil {
+		t.Fatalf("%v\n%s", err, tail(a.Output(), 40))
+	}
+	b := startControllerAs(t, kubeconfig, args...)
+	if err := b.WaitForOutput(ctxFor(t, 30*time.Second), "Waiting for the leader lease"); err != nil {
+		t.Fatalf("%v\n%s", err, tail(b.Output(), 40))
+	}
+
+	kc(t, c, "-n", ns, "create", "deployment", "ha", "--image="+pauseImage, "--replicas=20")
+	rollout(t, c, ns, "deployment/ha")
+	waitClusterConverged(t, c, time.Minute)
+
+	kc(t, c, "-n", ns, "scale", "deployment/ha", "--replicas=5")
+	a.Kill()
+	kc(t, c, "-n", ns, "scale", "deployment/ha", "--replicas=25")
+	if err := b.WaitForOutput(ctxFor(t, 30*time.Second), "Became the leader"); err != nil {
+		t.Fatalf("the standby did not take over: %v\n%s", err, tail(b.Output(), 40))
+	}
+	rollout(t, c, ns, "deployment/ha")
+	waitClusterConverged(t, c, time.Minute)
+	for _, p := range []*controlplane.Process{a, b} {
+		if strings.Contains(p.Output(), "forbidden") {
+			t.Errorf("a replica running as the shipped ServiceAccount was refused something:\n%s", tail(p.Output(), 40))
+		}
+	}
+	reportFailed(t, b, map[string]float64{"DELETE 404": 15}, "mirrors the dead leader or the garbage collector deleted first")
+}
