@@ -144,12 +144,18 @@ bench-plots: ## Draw docs/img/*.png from the results recorded in docs/bench/.
 test-faults: build controlplane ## Run only the fault scenarios (part of test-e2e; about 4 minutes).
 	cd e2e && $(GO) test -count=1 -timeout 20m -run '^TestFault' -v ./...
 
-.PHONY: demo
+.PHONY: demo demo-notice
 # The demo is built and run as a binary, not with `go run`, so that a signal
 # reaches the demo itself rather than a wrapper that would die first.
-demo: build controlplane ## Start a throwaway control plane, run the controller on demo pods; Ctrl-C to stop and clean up.
+demo: demo-notice build controlplane ## Start a throwaway simulated cluster (kwok nodes) with the controller and a first workload; Ctrl-C to stop and clean up.
 	cd e2e && $(GO) build -o $(CURDIR)/bin/demo ./cmd/demo
 	cd e2e && exec $(CURDIR)/bin/demo
+
+# Said first, before any build starts, so nobody takes the wait for a hang.
+demo-notice:
+	@if [ ! -x $(KCM) ] || [ ! -x $(APISERVER) ] || [ ! -x $(KWOK) ]; then \
+		echo ">> make demo: the first run builds kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok from source:"; \
+		echo ">> about 10-15 minutes on 2 cores, once; later runs start in seconds."; fi
 
 .PHONY: vet
 vet: ## Run go vet and gofmt checks on all modules.
