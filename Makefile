@@ -46,21 +46,15 @@ build: ## Build bin/podtoip-controller.
 .PHONY: controlplane
 controlplane: $(APISERVER) $(ETCD) $(KCM) $(SCHEDULER) $(KWOK) $(KWOK_STAGES) ## Build the pinned control plane and simulated cluster used by tests and the demo (once; ~10-15 minutes the first time on 2 cores).
 
-$(APISERVER): $(KUBE_MOD)
+# One go build for the three: the packages they share are compiled once and
+# one binary links while the others still compile.
+$(APISERVER) $(KCM) $(SCHEDULER) &: $(KUBE_MOD)
 	@mkdir -p $(TOOLS)
-	@echo ">> building kube-apiserver $(KUBE_VERSION) from source into $(TOOLS)/ (first time: ~4-6 minutes on 2 cores; cached afterwards)"
-	cd hack/tools/kubernetes && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(CURDIR)/$@ k8s.io/kubernetes/cmd/kube-apiserver
-	@$@ --version
-
-$(KCM): $(KUBE_MOD) | $(APISERVER)
-	@echo ">> building kube-controller-manager $(KUBE_VERSION) into $(TOOLS)/ (first time: ~2-3 minutes more)"
-	cd hack/tools/kubernetes && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(CURDIR)/$@ k8s.io/kubernetes/cmd/kube-controller-manager
-	@$@ --version
-
-$(SCHEDULER): $(KUBE_MOD) | $(APISERVER)
-	@echo ">> building kube-scheduler $(KUBE_VERSION) into $(TOOLS)/ (first time: ~1 minute more)"
-	cd hack/tools/kubernetes && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(CURDIR)/$@ k8s.io/kubernetes/cmd/kube-scheduler
-	@$@ --version
+	@echo ">> building kube-apiserver, kube-controller-manager and kube-scheduler $(KUBE_VERSION) from source into $(TOOLS)/ (first time: ~8-10 minutes on 2 cores; cached afterwards)"
+	cd hack/tools/kubernetes && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(CURDIR)/$(TOOLS)/ \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+	@touch $(APISERVER) $(KCM) $(SCHEDULER)
+	@$(APISERVER) --version
 
 $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum hack/tools/etcd/main.go
 	@mkdir -p $(TOOLS)

@@ -17,8 +17,17 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
+
+func init() {
+	// envtest logs through controller-runtime's logger, which complains
+	// with a stack trace on first use unless one is set. Its messages are
+	// not ours to show: the components' own logs go to Options.Output.
+	ctrllog.SetLogger(logr.Discard())
+}
 
 // ControlPlane is a running API server with an admin kubeconfig on disk.
 type ControlPlane struct {
