@@ -154,8 +154,8 @@ func run() (err error) {
 		return err
 	}
 	show(ctx, cp, "kubectl get ptp -A", "get", "ptp", "-A")
-	show(ctx, cp, "Who has 10.244.2.20?  kubectl get ptp -A --field-selector podAddress=10.244.2.20",
-		"get", "ptp", "-A", "--field-selector", "podAddress=10.244.2.20")
+	show(ctx, cp, "Who has 10.244.2.20?  kubectl get ptp -A --field-selector podIPv4=10.244.2.20",
+		"get", "ptp", "-A", "--field-selector", "podIPv4=10.244.2.20")
 
 	step("Changing web-0's IP to 10.244.1.8 and deleting db-0")
 	if err := setIPs(ctx, cp, demoPods[0], "10.244.1.8"); err != nil {
@@ -174,7 +174,8 @@ The control plane keeps running. Point your own kubectl at it:
 
     export KUBECONFIG=%s
     kubectl get ptp -A
-    kubectl get ptp -A --field-selector podAddress=10.244.1.8
+    kubectl get ptp -A --field-selector podIPv4=10.244.1.8
+    kubectl get ptp -A --field-selector podIPv6=fd00::2:9
     kubectl get ptp -A --field-selector nodeName=node-2
 
 Create pods and set their IPs to watch mirrors appear (the demo has no kubelet):
