@@ -22,7 +22,7 @@ func decoders() (standard, fast runtime.Decoder) {
 }
 
 var codecSeeds = []string{
-	`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web-0","namespace":"default","uid":"u1","resourceVersion":"42","labels":{"app.kubernetes.io/managed-by":"podtoip-controller"},"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"web-0","uid":"p1","controller":true}],"managedFields":[{"manager":"podtoip-controller","operation":"Update","apiVersion":"example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:podAddress":{}}}]},"nodeName":"node-1","podAddress":"10.244.1.7","podIPs":["10.244.1.7","fd00::7"],"podName":"web-0","podUID":"p1"}`,
+	`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web-0","namespace":"default","uid":"u1","resourceVersion":"42","labels":{"app.kubernetes.io/managed-by":"podtoip-controller"},"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"web-0","uid":"p1","controller":true}],"managedFields":[{"manager":"podtoip-controller","operation":"Update","apiVersion":"example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:podAddress":{}}}]},"hostNetwork":false,"nodeName":"node-1","podAddress":"10.244.1.7","podIPs":["10.244.1.7","fd00::7"],"podIPv4":"10.244.1.7","podIPv6":"fd00::7","podName":"web-0","podUID":"p1"}`,
 	`{"apiVersion":"example.com/v1","kind":"PodToIpList","metadata":{"resourceVersion":"7","continue":"x"},"items":[{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"a","namespace":"n"},"podAddress":"10.0.0.1"}]}`,
 	`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"podtoips.example.com \"x\" not found","reason":"NotFound","code":404}`,
 	`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"bookmark","resourceVersion":"99","annotations":{"k8s.io/initial-events-end":"true"}}}`,
@@ -31,6 +31,9 @@ var codecSeeds = []string{
 	`{"kind":"PodToIp","apiVersion":"example.com/v1","podAddress":"10.0.0.3"}`,
 	`{"apiVersion":"example.com/v1","kind":"PodToIp",`,
 	`not json`,
+	// Appended, as tests refer to the seeds above by index.
+	`{"apiVersion":"example.com/v1","kind":"PodToIp","HostNetwork":true,"podIpv4":"case matters","podIPv6":"fd00::2","hostNetwork":"not a bool"}`,
+	`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"host"},"hostNetwork":true,"podAddress":"192.168.1.10","podIPv4":"192.168.1.10"}`,
 }
 
 // The fast path must decode exactly what the standard serializer decodes,
@@ -77,7 +80,8 @@ func TestFastCodecDecodesWatchEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, ok := obj.(*PodToIp)
-	if !ok || m.PodAddress != "10.244.1.7" || len(m.PodIPs) != 2 || m.Labels[managedByLabel] != controllerName || m.Kind != "" {
+	if !ok || m.PodAddress != "10.244.1.7" || len(m.PodIPs) != 2 || m.PodIPv4 != "10.244.1.7" || m.PodIPv6 != "fd00::7" ||
+		m.Labels[managedByLabel] != controllerName || m.Kind != "" {
 		t.Fatalf("decoded %#v", obj)
 	}
 	// An error event carries a Status, which must reach the caller as one.

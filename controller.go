@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,9 @@ const (
 	// reasonNotManaged is the event reason for a PodToIp that exists under a
 	// pod's name but is not managed by this controller.
 	reasonNotManaged = "PodToIpNotManaged"
+	// reasonInvalidAddress is the event reason for a pod that gets no
+	// mirror because an address in its status is not an IP address.
+	reasonInvalidAddress = "PodToIpInvalidAddress"
 )
 
 // PodToIpsGetter returns the PodToIp calls for a namespace. *Client
@@ -68,6 +72,12 @@ type Controller struct {
 	// reported once, not on every pod change.
 	foreignMu sync.Mutex
 	foreign   map[cache.ObjectName]foreignReport
+
+	// invalid remembers the pods (by UID) already reported for an address
+	// that is not an IP, so each pod incarnation is reported once, not on
+	// every change of the pod, until its addresses parse again.
+	invalidMu sync.Mutex
+	invalid   map[cache.ObjectName]types.UID
 }
 
 // foreignReport is what has been said about an unmanaged PodToIp: the log
@@ -96,6 +106,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 		recorder: recorder,
 		tracker:  newWriteTracker(),
 		foreign:  map[cache.ObjectName]foreignReport{},
+		invalid:  map[cache.ObjectName]types.UID{},
 	}
 	logger := klog.FromContext(ctx)
 	if _, err := podInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
@@ -274,15 +285,15 @@ func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectN
 	requeues := c.queue.NumRequeues(key)
 	if isPermanent(err) && requeues+1 >= maxPermanentRetries {
 		c.queue.Forget(key)
-		utilruntime.HandleErrorWithContext(ctx, err, "Dropping pod from the queue after repeated failures", "pod", key, "attempts", requeues+1)
+		utilruntime.HandleErrorWithContext(ctx, err, "Dropping pod from the queue after repeated failures", "pod", podRef(key), "attempts", requeues+1)
 		return
 	}
 	if requeues == 0 {
 		// Report the first failure; repeats of the same problem (say, during
 		// an API server outage) are logged at higher verbosity only.
-		logger.Error(err, "Reconciling pod failed; will retry", "pod", key)
+		logger.Error(err, "Reconciling pod failed; will retry", "pod", podRef(key))
 	} else {
-		logger.V(2).Info("Reconciling pod failed again; will retry", "pod", key, "attempts", requeues+1, "err", err)
+		logger.V(2).Info("Reconciling pod failed again; will retry", "pod", podRef(key), "attempts", requeues+1, "err", err)
 	}
 	c.queue.AddRateLimited(key)
 }
@@ -295,12 +306,21 @@ func isPermanent(err error) bool {
 		apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err)
 }
 
+// podRef names a pod key in logs: "namespace/name" in text, an object with
+// name and namespace in JSON, as klog.KObj names objects.
+func podRef(key cache.ObjectName) klog.ObjectRef {
+	return klog.KRef(key.Namespace, key.Name)
+}
+
 // syncHandler converges the mirror of one pod key: it compares the mirror
 // the pod should have with the cached one and writes only the difference.
 // It reads only from the informer caches.
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", key)
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", podRef(key))
 	ctx = klog.NewContext(ctx, logger)
+	// When the caches were read: the trail's "observed" time of any write
+	// made below.
+	observed := time.Now()
 
 	pod, err := c.cachedPod(key)
 	if err != nil {
@@ -323,16 +343,25 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	}
 	c.clearForeign(key)
 
-	want := desiredMirror(pod)
+	want, err := desiredMirror(pod)
+	var invalid *invalidAddressError
+	if errors.As(err, &invalid) {
+		// Nothing to mirror, and retrying cannot help: the pod changing is
+		// what will, and that queues the key again. A mirror it had before
+		// is removed like that of any pod that should have none.
+		c.reportInvalidAddress(ctx, key, pod, invalid)
+	} else {
+		c.clearInvalid(key)
+	}
 	switch {
 	case want == nil && have == nil:
 		return nil
 	case want == nil:
-		return c.deleteMirrorObject(ctx, key, have)
+		return c.deleteMirrorObject(ctx, key, have, observed)
 	case have == nil:
-		return c.createMirror(ctx, key, want)
+		return c.createMirror(ctx, key, want, observed)
 	case needsUpdate(have, want):
-		return c.updateMirrorObject(ctx, key, applyDesired(have, want))
+		return c.updateMirrorObject(ctx, key, have, applyDesired(have, want), observed)
 	default:
 		return nil
 	}
@@ -364,7 +393,7 @@ func (c *Controller) cachedMirror(key cache.ObjectName) (*PodToIp, error) {
 	return obj.(*PodToIp), nil
 }
 
-func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp) error {
+func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp, observed time.Time) error {
 	c.tracker.begin(key)
 	created, err := c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{})
 	if err != nil {
@@ -375,6 +404,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 		c.tracker.wrote(key, created.ResourceVersion)
 		writesTotal.WithLabelValues("create").Inc()
 		klog.FromContext(ctx).V(4).Info("Created PodToIp", "address", want.PodAddress)
+		logTrail(ctx, trailAssigned, want, nil, observed)
 		return nil
 	case apierrors.IsAlreadyExists(err):
 		// The cache is behind; its add event will requeue the key.
@@ -389,7 +419,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 	}
 }
 
-func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, obj *PodToIp) error {
+func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, have, obj *PodToIp, observed time.Time) error {
 	c.tracker.begin(key)
 	updated, err := c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{})
 	if err != nil {
@@ -400,6 +430,15 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 		c.tracker.wrote(key, updated.ResourceVersion)
 		writesTotal.WithLabelValues("update").Inc()
 		klog.FromContext(ctx).V(4).Info("Updated PodToIp", "address", obj.PodAddress)
+		if have.PodUID != obj.PodUID {
+			// The mirror passed to a new pod under the same name (its
+			// deletion was never seen): for the trail, the old pod let go
+			// of its addresses and the new one took its own.
+			logTrail(ctx, trailReleased, have, nil, observed)
+			logTrail(ctx, trailAssigned, obj, nil, observed)
+		} else {
+			logTrail(ctx, trailChanged, obj, have.PodIPs, observed)
+		}
 		return nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		// Someone else changed or deleted it; the watch event for that
@@ -411,7 +450,7 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 	}
 }
 
-func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectName, have *PodToIp) error {
+func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectName, have *PodToIp, observed time.Time) error {
 	// The UID precondition makes sure a newer object created under the same
 	// name since the cache was filled is never deleted by mistake.
 	uid := have.UID
@@ -423,9 +462,17 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 		c.tracker.deleted(key, uid)
 		writesTotal.WithLabelValues("delete").Inc()
 		klog.FromContext(ctx).V(4).Info("Deleted PodToIp")
+		logTrail(ctx, trailReleased, have, nil, observed)
 		return nil
-	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-		klog.FromContext(ctx).V(2).Info("PodToIp already gone or replaced; waiting for the cache", "err", err)
+	case apierrors.IsNotFound(err):
+		// Someone else (the garbage collector, after a forced pod
+		// deletion) was faster; the pod let go of its addresses all the
+		// same, and no later reconcile will see the mirror to say so.
+		klog.FromContext(ctx).V(2).Info("PodToIp already gone; waiting for the cache", "err", err)
+		logTrail(ctx, trailReleased, have, nil, observed)
+		return nil
+	case apierrors.IsConflict(err):
+		klog.FromContext(ctx).V(2).Info("PodToIp replaced; waiting for the cache", "err", err)
 		return nil
 	default:
 		return fmt.Errorf("deleting PodToIp %s: %w", key, err)
@@ -463,4 +510,29 @@ func (c *Controller) clearForeign(key cache.ObjectName) {
 	c.foreignMu.Lock()
 	defer c.foreignMu.Unlock()
 	delete(c.foreign, key)
+}
+
+// reportInvalidAddress tells users, once per pod incarnation, that the pod
+// gets no mirror because one of its addresses is not an IP: an event on the
+// pod and a log line.
+func (c *Controller) reportInvalidAddress(ctx context.Context, key cache.ObjectName, pod *podInfo, bad *invalidAddressError) {
+	c.invalidMu.Lock()
+	told := c.invalid[key] == pod.UID
+	c.invalid[key] = pod.UID
+	c.invalidMu.Unlock()
+	if told {
+		return
+	}
+	klog.FromContext(ctx).Info("Not mirroring a pod whose address is not an IP address", "field", bad.field, "value", bad.value)
+	if c.recorder != nil {
+		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonInvalidAddress,
+			"%s %q is not an IP address; %s keeps no PodToIp for this pod, so it cannot be looked up by address, until its status holds valid IPs.",
+			bad.field, bad.value, controllerName)
+	}
+}
+
+func (c *Controller) clearInvalid(key cache.ObjectName) {
+	c.invalidMu.Lock()
+	defer c.invalidMu.Unlock()
+	delete(c.invalid, key)
 }

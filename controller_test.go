@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 )
 
@@ -94,7 +95,9 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	_, ctx := ktesting.NewTestContext(t)
+	// Logs go to the test's output and are kept, for tests of the trail.
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(t.Context(), logger)
 	f := &fixture{
 		t: t, ctx: ctx, client: &fakeMirrors{},
 		pods:     newPodStore(),
@@ -112,6 +115,7 @@ func newFixture(t *testing.T) *fixture {
 		recorder: f.recorder,
 		tracker:  newWriteTracker(),
 		foreign:  map[cache.ObjectName]foreignReport{},
+		invalid:  map[cache.ObjectName]types.UID{},
 	}
 	f.c.active.Store(true) // as when the workers run
 	t.Cleanup(f.c.queue.ShutDown)
@@ -131,6 +135,27 @@ func (f *fixture) expectActions(want ...string) {
 		f.t.Errorf("actions = %v, want %v", f.client.actions, want)
 	}
 	f.client.actions = nil
+}
+
+// trail returns the attribution trail lines logged so far, each as its
+// key/value pairs (those of the reconcile's logger included) and its
+// message under "msg".
+func (f *fixture) trail() []map[string]any {
+	f.t.Helper()
+	var out []map[string]any
+	for _, e := range klog.FromContext(f.ctx).GetSink().(ktesting.Underlier).GetBuffer().Data() {
+		if e.Message != trailMessage {
+			continue
+		}
+		kv := map[string]any{"msg": e.Message, "verbosity": e.Verbosity}
+		for _, list := range [][]any{e.WithKVList, e.ParameterKVList} {
+			for i := 0; i+1 < len(list); i += 2 {
+				kv[list[i].(string)] = list[i+1]
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // cached stores a mirror in the informer cache as the API server would

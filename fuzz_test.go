@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	netutils "k8s.io/utils/net"
 )
 
 // The fuzz targets check properties, not only the absence of panics: each
@@ -54,17 +57,80 @@ func specWantsMirror(pod *corev1.Pod) bool {
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
 
-// specPodIPs is the README's definition of a mirror's podIPs: all of
-// status.podIPs in order, or status.podIP alone when podIPs is unset.
-func specPodIPs(pod *corev1.Pod) []string {
-	if len(pod.Status.PodIPs) == 0 {
-		return []string{pod.Status.PodIP}
+// specCanonical is the README's canonical form of an address, as
+// Kubernetes itself reads a pod address: netutils.ParseIPSloppy (leading
+// zeros are decimal; an IPv4-mapped IPv6 address is its IPv4 address),
+// printed by net.IP.String. It is written without netip, which the product
+// uses, so that the two can be compared. ok is false for what is not an IP.
+func specCanonical(s string) (canonical string, v4 bool, ok bool) {
+	ip := netutils.ParseIPSloppy(s)
+	if ip == nil {
+		return "", false, false
 	}
-	var out []string
-	for _, ip := range pod.Status.PodIPs {
-		out = append(out, ip.IP)
+	return ip.String(), ip.To4() != nil, true
+}
+
+// specAddresses is the README's definition of a mirror's addresses: podIPs
+// is all of status.podIPs in order, or status.podIP alone when podIPs is
+// unset, each in canonical form; podIPv4 and podIPv6 are its entries of
+// each family. ok is false if any address, status.podIP included, is not
+// an IP: such a pod has no mirror.
+func specAddresses(pod *corev1.Pod) (address string, ips []string, v4, v6 string, ok bool) {
+	address, _, ok = specCanonical(pod.Status.PodIP)
+	if !ok {
+		return "", nil, "", "", false
 	}
-	return out
+	raw := []string{pod.Status.PodIP}
+	if len(pod.Status.PodIPs) > 0 {
+		raw = nil
+		for _, ip := range pod.Status.PodIPs {
+			raw = append(raw, ip.IP)
+		}
+	}
+	for _, r := range raw {
+		ip, is4, ok := specCanonical(r)
+		if !ok {
+			return "", nil, "", "", false
+		}
+		ips = append(ips, ip)
+		if is4 && v4 == "" {
+			v4 = ip
+		} else if !is4 && v6 == "" {
+			v6 = ip
+		}
+	}
+	return address, ips, v4, v6, true
+}
+
+// FuzzCanonicalIP checks the product's canonical form against the spec's,
+// written with another parser, for arbitrary strings.
+func FuzzCanonicalIP(f *testing.F) {
+	for _, s := range []string{"10.244.1.7", "010.244.001.007", "0.0.0.0", "255.255.255.255", "256.1.1.1", "1.2.3",
+		"fd00::5", "FD00:0:0::0005", "fd00:0000:0000:0000:0000:0000:0000:0001", "::", "::1", "::ffff:10.1.2.3",
+		"::FFFF:0a01:0203", "::10.1.2.3", "1:2:3:4:5:6:7:8", "1:0:0:4:0:0:0:8", "fe80::1%eth0", "[fd00::1]",
+		"10.244.1.7:80", " 10.244.1.7", "", "not-an-ip", "::ffff:010.001.002.003", "0x0a.1.2.3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := canonicalIP(s)
+		want, is4, wantOK := specCanonical(s)
+		if ok != wantOK || got != want {
+			t.Fatalf("canonicalIP(%q) = %q, %v; want %q, %v", s, got, ok, want, wantOK)
+		}
+		if ok && isIPv4(got) != is4 {
+			t.Fatalf("isIPv4(%q) = %v, want %v", got, !is4, is4)
+		}
+		if ok {
+			// Canonical means a fixed point, and what the CRD's CEL rule
+			// (ip.isCanonical, on netip) accepts.
+			if again, _ := canonicalIP(got); again != got {
+				t.Fatalf("canonicalIP(%q) = %q, not a fixed point", got, again)
+			}
+			if a, err := netip.ParseAddr(got); err != nil || a.String() != got || a.Zone() != "" || a.Is4In6() {
+				t.Fatalf("canonical %q is not what the CRD accepts (%v)", got, err)
+			}
+		}
+	})
 }
 
 // equivalentMirrors reports whether two desired mirrors (either may be nil)
@@ -93,6 +159,11 @@ func addPodSeeds(f *testing.F) {
 		{strings.Repeat("a", 253), "ns", "uid-long", "node-1", "Running", "10.244.5.5", "10.244.5.5", false},
 		{"odd", "", "", "", "", "not-an-ip", ",,", false},
 		{"unknown-phase", "ns", "uid-u", "n", "Unknown", "10.1.1.1", "10.1.1.2,10.1.1.1", false},
+		{"upper-v6", "ns", "uid-v6", "n", "Running", "FD00:0:0::0005", "FD00:0:0::0005,10.244.0.5", false},
+		{"leading-zeros", "ns", "uid-z", "n", "Running", "010.244.000.007", "010.244.000.007", false},
+		{"mapped", "ns", "uid-m", "n", "Running", "::ffff:10.244.0.8", "::ffff:10.244.0.8,fd00::8", false},
+		{"zone", "ns", "uid-zone", "n", "Running", "fe80::1%eth0", "", false},
+		{"bad-second", "ns", "uid-b", "n", "Running", "10.244.0.5", "10.244.0.5,nope", false},
 	} {
 		f.Add(s.name, s.ns, s.uid, s.node, s.phase, s.ip, s.ips, s.deleting)
 	}
@@ -109,18 +180,26 @@ func FuzzDesiredMirror(f *testing.F) {
 		pod.Labels = map[string]string{"app": name}
 		pod.Spec.Containers = []corev1.Container{{Name: "c", Image: "img"}}
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		// Either value of hostNetwork, without another fuzzer argument (and
+		// so without invalidating the corpus).
+		pod.Spec.HostNetwork = len(name)%2 == 1
 		before := pod.DeepCopy()
 
 		want := specWantsMirror(pod)
 		if got := wantsMirrorFor(pod); got != want {
 			t.Fatalf("wantsMirror = %v, want %v for %+v", got, want, pod.Status)
 		}
-		m := desiredFor(pod)
+		address, wantIPs, v4, v6, parses := specAddresses(pod)
+		m, err := desiredMirror(toPodInfo(pod))
 		if !reflect.DeepEqual(pod, before) {
 			t.Fatalf("desiredMirror modified the pod:\n%+v\n%+v", pod, before)
 		}
-		if (m != nil) != want {
-			t.Fatalf("desiredMirror = %+v, want a mirror: %v", m, want)
+		if (m != nil) != (want && parses) {
+			t.Fatalf("desiredMirror = %+v (%v), want a mirror: %v", m, err, want && parses)
+		}
+		var invalid *invalidAddressError
+		if isInvalid := errors.As(err, &invalid); isInvalid != (want && !parses) || (err != nil && !isInvalid) {
+			t.Fatalf("desiredMirror error = %v, want an invalid address error: %v", err, want && !parses)
 		}
 
 		// The informer stores slim pods: they must yield the same mirror, and
@@ -131,8 +210,8 @@ func FuzzDesiredMirror(f *testing.F) {
 			t.Fatal(err)
 		}
 		slim := slimObj.(*podInfo)
-		if !equivalentMirrors(desiredMirror(slim), m) {
-			t.Fatalf("slim pod's mirror %+v differs from the full pod's %+v", desiredMirror(slim), m)
+		if !equivalentMirrors(desiredOf(slim), m) {
+			t.Fatalf("slim pod's mirror %+v differs from the full pod's %+v", desiredOf(slim), m)
 		}
 		if again, _ := slimPod(slim); again != any(slim) {
 			t.Fatal("slimPod is not idempotent")
@@ -145,11 +224,12 @@ func FuzzDesiredMirror(f *testing.F) {
 		}
 
 		if m.Name != name || m.Namespace != namespace || m.PodName != name || m.PodUID != types.UID(uid) ||
-			m.PodAddress != podIP || m.NodeName != node {
-			t.Errorf("mirror %+v does not carry the pod's name, UID, address and node", m)
+			m.PodAddress != address || m.NodeName != node || m.HostNetwork != pod.Spec.HostNetwork {
+			t.Errorf("mirror %+v does not carry the pod's name, UID, canonical address %q, node and hostNetwork", m, address)
 		}
-		if !slices.Equal(m.PodIPs, specPodIPs(pod)) || !slices.Equal(podIPsFor(pod), specPodIPs(pod)) {
-			t.Errorf("mirror podIPs = %q, want %q (the pod's, in order)", m.PodIPs, specPodIPs(pod))
+		if !slices.Equal(m.PodIPs, wantIPs) || m.PodIPv4 != v4 || m.PodIPv6 != v6 {
+			t.Errorf("mirror podIPs = %q, podIPv4 = %q, podIPv6 = %q; want %q (the pod's, canonical, in order), %q, %q",
+				m.PodIPs, m.PodIPv4, m.PodIPv6, wantIPs, v4, v6)
 		}
 		if m.APIVersion != GroupVersion.String() || m.Kind != "PodToIp" {
 			t.Errorf("mirror type = %s %s", m.APIVersion, m.Kind)
@@ -170,7 +250,7 @@ func FuzzDesiredMirror(f *testing.F) {
 		}
 
 		// The mirror must not share memory with the cached pod.
-		fromCache := desiredMirror(slim)
+		fromCache := desiredOf(slim)
 		slimBefore := *slim
 		slimBefore.PodIPs = slices.Clone(slim.PodIPs)
 		for i := range fromCache.PodIPs {
@@ -222,12 +302,15 @@ type ownedFields struct {
 	PodName, PodAddress, NodeName string
 	PodUID                        types.UID
 	PodIPs                        []string
+	PodIPv4, PodIPv6              string
+	HostNetwork                   bool
 	ManagedBy                     string
 	Owners                        []metav1.OwnerReference
 }
 
 func owned(m *PodToIp) ownedFields {
-	return ownedFields{m.PodName, m.PodAddress, m.NodeName, m.PodUID, m.PodIPs, m.Labels[managedByLabel], m.OwnerReferences}
+	return ownedFields{m.PodName, m.PodAddress, m.NodeName, m.PodUID, m.PodIPs, m.PodIPv4, m.PodIPv6, m.HostNetwork,
+		m.Labels[managedByLabel], m.OwnerReferences}
 }
 
 // semantic is apimachinery's notion of equality (nil and empty slices and
@@ -273,24 +356,32 @@ func parsePairs(s string) map[string]string {
 func FuzzApplyDesired(f *testing.F) {
 	const managed = managedByLabel + "=" + controllerName
 	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1,fd00::1", // pod
-		"web", "uid-1", "10.0.0.9", "10.0.0.9", "node-1", managed+";team=net", "note=keep", "42", uint8(1), "v1", "Pod", "web", "uid-1", byte(2), byte(0))
+		"web", "uid-1", "10.0.0.9", "10.0.0.9", "node-1", managed+";team=net", "note=keep", "42", uint8(1), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "", "", byte(0))
 	f.Add("web", "uid-2", "", "10.0.0.1", "", // recreated pod, hand-edited mirror
-		"web", "uid-1", "10.0.0.1", "", "", "", "", "7", uint8(0), "", "", "", "", byte(0), byte(0))
+		"web", "uid-1", "10.0.0.1", "", "", "", "", "7", uint8(0), "", "", "", "", byte(0), byte(0), "", "", byte(1))
 	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1",
-		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", "-", "-", "1", uint8(3), "apps/v1", "ReplicaSet", "rs", "uid-rs", byte(1), byte(2))
+		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", "-", "-", "1", uint8(3), "apps/v1", "ReplicaSet", "rs", "uid-rs", byte(1), byte(2), "10.0.0.1", "", byte(2))
 	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1",
-		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managedByLabel+"=someone-else", "", "1", uint8(1), "v1", "Pod", "web", "uid-1", byte(2), byte(1))
+		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managedByLabel+"=someone-else", "", "1", uint8(1), "v1", "Pod", "web", "uid-1", byte(2), byte(1), "10.0.0.1", "fd00::1", byte(3))
 	f.Add("web", "uid-1", "node-1", "10.0.0.2", "10.0.0.2", // cached (slimmed) mirror of an IP change
-		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0))
+		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(0))
+	f.Add("web", "uid-1", "node-1", "FD00::1", "FD00::1,010.000.000.001", // upgrade: a mirror in the previous release's shape
+		"web", "uid-1", "FD00::1", "FD00::1,010.000.000.001", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "", "", byte(0))
 	f.Fuzz(func(t *testing.T, podName, podUID, podNode, podIP, podIPList string,
 		haveName, haveUID, haveAddr, haveIPs, haveNode, labels, annotations, rv string,
-		nRefs uint8, refAPIVersion, refKind, refName, refUID string, refController, refBlock byte) {
+		nRefs uint8, refAPIVersion, refKind, refName, refUID string, refController, refBlock byte,
+		haveV4, haveV6 string, hostNet byte) {
 		if podIP == "" {
 			podIP = "10.0.0.1" // applyDesired is only called when a mirror is wanted
 		}
-		want := desiredFor(fuzzPod(podName, "ns", podUID, podNode, "Running", podIP, podIPList, false))
+		pod := fuzzPod(podName, "ns", podUID, podNode, "Running", podIP, podIPList, false)
+		pod.Spec.HostNetwork = hostNet&1 != 0
+		want, err := desiredMirror(toPodInfo(pod))
+		if _, _, _, _, ok := specAddresses(pod); !ok {
+			return // no mirror: nothing to apply
+		}
 		if want == nil {
-			t.Fatal("no desired mirror for a running pod with an IP")
+			t.Fatalf("no desired mirror for a running pod with an IP (%v)", err)
 		}
 		have := &PodToIp{
 			ObjectMeta: metav1.ObjectMeta{
@@ -299,6 +390,7 @@ func FuzzApplyDesired(f *testing.F) {
 				Finalizers: []string{"example.com/keep"},
 			},
 			PodName: haveName, PodUID: types.UID(haveUID), PodAddress: haveAddr, NodeName: haveNode,
+			PodIPv4: haveV4, PodIPv6: haveV6, HostNetwork: hostNet&2 != 0,
 		}
 		if haveIPs != "" {
 			have.PodIPs = strings.Split(haveIPs, ",")
@@ -342,6 +434,7 @@ func FuzzApplyDesired(f *testing.F) {
 		expect.OwnerReferences = want.OwnerReferences
 		expect.PodName, expect.PodUID, expect.PodAddress, expect.PodIPs, expect.NodeName =
 			want.PodName, want.PodUID, want.PodAddress, want.PodIPs, want.NodeName
+		expect.PodIPv4, expect.PodIPv6, expect.HostNetwork = want.PodIPv4, want.PodIPv6, want.HostNetwork
 		if !reflect.DeepEqual(out, expect) {
 			t.Fatalf("applyDesired = %+v\nwant %+v", out, expect)
 		}
@@ -429,6 +522,8 @@ func outOfRangeTime(obj runtime.Object) bool {
 func FuzzDecodePodToIp(f *testing.F) {
 	for _, s := range []string{
 		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web","namespace":"ns","uid":"m-1","resourceVersion":"7","creationTimestamp":"2024-05-01T10:00:00Z","labels":{"app.kubernetes.io/managed-by":"podtoip-controller"},"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"web","uid":"uid-1","controller":true}]},"podName":"web","podUID":"uid-1","podAddress":"10.244.0.5","podIPs":["10.244.0.5","fd00::5"],"nodeName":"node-1"}`,
+		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web","namespace":"ns"},"podName":"web","podUID":"uid-1","podAddress":"fd00::5","podIPs":["fd00::5","10.244.0.5"],"podIPv4":"10.244.0.5","podIPv6":"fd00::5","nodeName":"node-1","hostNetwork":true}`,
+		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web"},"podAddress":"FD00::5","podIPs":["FD00::5"],"hostNetwork":false}`,
 		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web","namespace":"ns","managedFields":[{"manager":"podtoip-controller","operation":"Update","apiVersion":"example.com/v1","time":"2024-05-01T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:podAddress":{},"f:podIPs":{}}}],"deletionTimestamp":"2024-05-01T10:00:30Z","deletionGracePeriodSeconds":0,"finalizers":["x"],"annotations":{"a":"b"}},"podName":"web","podUID":"u","podAddress":"10.0.0.1"}`,
 		`{"apiVersion":"example.com/v1","kind":"PodToIpList","metadata":{"resourceVersion":"9","continue":"c","remainingItemCount":3},"items":[{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"a","namespace":"ns"},"podName":"a","podUID":"u","podAddress":"10.0.0.1"},{"metadata":{"name":"b"},"podName":"b","podIPs":[]}]}`,
 		`{"apiVersion":"example.com/v1","kind":"PodToIpList","metadata":{},"items":[]}`,

@@ -93,12 +93,16 @@ func (o *options) validate() error {
 }
 
 func main() {
-	klog.InitFlags(nil)
+	logging := addLogFlags(flag.CommandLine)
 	var o options
 	o.addFlags(flag.CommandLine)
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "error: unexpected arguments %q; all settings are flags (see --help)\n", flag.Args())
+		os.Exit(exitUsage)
+	}
+	if err := logging.apply(flag.CommandLine); err != nil {
+		fmt.Fprintf(os.Stderr, "error: invalid flags:\n%v\n", err)
 		os.Exit(exitUsage)
 	}
 	if o.showVersion {

@@ -65,6 +65,11 @@ func registerMetrics(c *Controller) {
 				Help:           "PodToIp objects under a pod's name that are not managed by this controller and are left alone.",
 				StabilityLevel: metrics.ALPHA,
 			}, func() float64 { return float64(c.foreignCount()) }),
+			metrics.NewGaugeFunc(&metrics.GaugeOpts{
+				Namespace: "podtoip", Subsystem: "controller", Name: "invalid_address_pods",
+				Help:           "Pods that have no PodToIp because an address in their status is not an IP address (each has a PodToIpInvalidAddress event).",
+				StabilityLevel: metrics.ALPHA,
+			}, func() float64 { return float64(c.invalidCount()) }),
 		)
 	})
 }
@@ -84,6 +89,12 @@ func (c *Controller) foreignCount() int {
 	c.foreignMu.Lock()
 	defer c.foreignMu.Unlock()
 	return len(c.foreign)
+}
+
+func (c *Controller) invalidCount() int {
+	c.invalidMu.Lock()
+	defer c.invalidMu.Unlock()
+	return len(c.invalid)
 }
 
 // health answers the liveness and readiness probes. It serves from the

@@ -24,7 +24,9 @@ const (
 // about 300 bytes per pod instead of a Pod struct's 1.2 KB (and far more for
 // its spec and status contents). Of the embedded metadata only name,
 // namespace, UID, resourceVersion and deletionTimestamp are set; the
-// embedding makes it a metav1.Object for the informer's keys.
+// embedding makes it a metav1.Object for the informer's keys. Addresses are
+// kept as the pod spells them: the mirror canonicalizes them (addressesOf),
+// and a pod whose address does not parse must still be seen to be reported.
 type podInfo struct {
 	metav1.ObjectMeta
 	NodeName string
@@ -32,6 +34,9 @@ type podInfo struct {
 	PodIP    string
 	// PodIPs is status.podIPs, primary first.
 	PodIPs []string
+	// HostNetwork is spec.hostNetwork: the pod's addresses are its node's,
+	// shared with every other hostNetwork pod there.
+	HostNetwork bool
 }
 
 // toPodInfo keeps what the mirror needs of pod (nil for nil). Strings that
@@ -56,10 +61,11 @@ func toPodInfo(pod *corev1.Pod) *podInfo {
 			ResourceVersion:   pod.ResourceVersion,
 			DeletionTimestamp: pod.DeletionTimestamp,
 		},
-		NodeName: intern(pod.Spec.NodeName),
-		Phase:    corev1.PodPhase(intern(string(pod.Status.Phase))),
-		PodIP:    pod.Status.PodIP,
-		PodIPs:   ips,
+		NodeName:    intern(pod.Spec.NodeName),
+		Phase:       corev1.PodPhase(intern(string(pod.Status.Phase))),
+		PodIP:       pod.Status.PodIP,
+		PodIPs:      ips,
+		HostNetwork: pod.Spec.HostNetwork,
 	}
 }
 
@@ -78,19 +84,6 @@ func wantsMirror(pod *podInfo) bool {
 		pod.Phase != corev1.PodFailed
 }
 
-// podIPs returns all of a pod's IPs, primary first. The API server keeps
-// status.podIP and status.podIPs[0] equal; the fallback covers objects that
-// only carry podIP.
-func podIPs(pod *podInfo) []string {
-	if len(pod.PodIPs) == 0 {
-		if pod.PodIP == "" {
-			return nil
-		}
-		return []string{pod.PodIP}
-	}
-	return slices.Clone(pod.PodIPs)
-}
-
 // isManaged reports whether the controller owns a PodToIp. It is decided by
 // the label alone so that ownership never depends on fields the controller
 // itself rewrites.
@@ -100,10 +93,16 @@ func isManaged(m *PodToIp) bool {
 
 // desiredMirror returns the PodToIp that should exist for pod, or nil if the
 // pod should have none. It only depends on the pod, so it can be compared
-// with the cached mirror to decide whether anything must be written.
-func desiredMirror(pod *podInfo) *PodToIp {
+// with the cached mirror to decide whether anything must be written. Its
+// addresses are canonical (see addressesOf); a pod with an address that is
+// not an IP has no mirror, and the *invalidAddressError says which.
+func desiredMirror(pod *podInfo) (*PodToIp, error) {
 	if !wantsMirror(pod) {
-		return nil
+		return nil, nil
+	}
+	addrs, err := addressesOf(pod)
+	if err != nil {
+		return nil, err
 	}
 	return &PodToIp{
 		TypeMeta: metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: "PodToIp"},
@@ -113,12 +112,15 @@ func desiredMirror(pod *podInfo) *PodToIp {
 			Labels:          map[string]string{managedByLabel: controllerName},
 			OwnerReferences: []metav1.OwnerReference{ownerRef(pod)},
 		},
-		PodName:    pod.Name,
-		PodUID:     pod.UID,
-		PodAddress: pod.PodIP,
-		PodIPs:     podIPs(pod),
-		NodeName:   pod.NodeName,
-	}
+		PodName:     pod.Name,
+		PodUID:      pod.UID,
+		PodAddress:  addrs.primary,
+		PodIPs:      addrs.all,
+		PodIPv4:     addrs.v4,
+		PodIPv6:     addrs.v6,
+		NodeName:    pod.NodeName,
+		HostNetwork: pod.HostNetwork,
+	}, nil
 }
 
 // ownerRef makes the pod the mirror's controller. blockOwnerDeletion is left
@@ -137,13 +139,19 @@ func ownerRef(pod *podInfo) metav1.OwnerReference {
 
 // needsUpdate reports whether the managed mirror have differs from want in
 // anything the controller owns: the mirrored fields, the managed-by label and
-// the owner references. Other labels and annotations belong to users.
+// the owner references. Other labels and annotations belong to users. A
+// mirror written by an earlier release (no podIPv4, podIPv6 or hostNetwork,
+// or an address spelled as its pod spelled it) differs in those fields, so
+// it is brought to the current shape by one update, and never again.
 func needsUpdate(have, want *PodToIp) bool {
 	return have.PodName != want.PodName ||
 		have.PodUID != want.PodUID ||
 		have.PodAddress != want.PodAddress ||
 		!slices.Equal(have.PodIPs, want.PodIPs) ||
+		have.PodIPv4 != want.PodIPv4 ||
+		have.PodIPv6 != want.PodIPv6 ||
 		have.NodeName != want.NodeName ||
+		have.HostNetwork != want.HostNetwork ||
 		have.Labels[managedByLabel] != want.Labels[managedByLabel] ||
 		!ownerRefsEqual(have.OwnerReferences, want.OwnerReferences)
 }
@@ -173,7 +181,10 @@ func applyDesired(have, want *PodToIp) *PodToIp {
 	out.PodUID = want.PodUID
 	out.PodAddress = want.PodAddress
 	out.PodIPs = want.PodIPs
+	out.PodIPv4 = want.PodIPv4
+	out.PodIPv6 = want.PodIPv6
 	out.NodeName = want.NodeName
+	out.HostNetwork = want.HostNetwork
 	return out
 }
 
@@ -184,6 +195,7 @@ func mirrorChanged(old, cur *podInfo) bool {
 	return old.UID != cur.UID ||
 		wantsMirror(old) != wantsMirror(cur) ||
 		old.NodeName != cur.NodeName ||
+		old.HostNetwork != cur.HostNetwork ||
 		old.PodIP != cur.PodIP ||
 		!slices.Equal(old.PodIPs, cur.PodIPs)
 }
@@ -212,6 +224,11 @@ func slimMirror(obj any) (any, error) {
 	m.TypeMeta = metav1.TypeMeta{}
 	m.Namespace = intern(m.Namespace)
 	m.NodeName = intern(m.NodeName)
+	// podAddress, podIPv4 and podIPv6 repeat entries of podIPs; decoded,
+	// each is a copy of its own.
+	m.PodAddress = shareWith(m.PodAddress, m.PodIPs)
+	m.PodIPv4 = shareWith(m.PodIPv4, m.PodIPs)
+	m.PodIPv6 = shareWith(m.PodIPv6, m.PodIPs)
 	if len(m.Labels) == 1 && m.Labels[managedByLabel] == controllerName {
 		m.Labels = managedLabels
 	}
@@ -225,6 +242,17 @@ func slimMirror(obj any) (any, error) {
 		}
 	}
 	return m, nil
+}
+
+// shareWith returns the entry of list equal to s, if any, else s: equal
+// strings, one copy in memory.
+func shareWith(s string, list []string) string {
+	for _, e := range list {
+		if e == s {
+			return e
+		}
+	}
+	return s
 }
 
 // managedLabels and sharedTrue are shared by cached mirrors; never modify.

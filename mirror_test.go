@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -14,10 +16,16 @@ import (
 
 // The tests describe pods as users see them; these adapters slim them the
 // way the pod informer does before handing them to the code under test.
-func desiredFor(p *corev1.Pod) *PodToIp      { return desiredMirror(toPodInfo(p)) }
+func desiredFor(p *corev1.Pod) *PodToIp      { return desiredOf(toPodInfo(p)) }
 func wantsMirrorFor(p *corev1.Pod) bool      { return wantsMirror(toPodInfo(p)) }
 func mirrorChangedFor(a, b *corev1.Pod) bool { return mirrorChanged(toPodInfo(a), toPodInfo(b)) }
-func podIPsFor(p *corev1.Pod) []string       { return podIPs(toPodInfo(p)) }
+
+// desiredOf is desiredMirror without its error, which only says why a pod
+// with an invalid address has no mirror (nil).
+func desiredOf(p *podInfo) *PodToIp {
+	m, _ := desiredMirror(p)
+	return m
+}
 
 // podStore is the pod cache of the unit tests: it stores slimmed pods.
 type podStore struct{ cache.Indexer }
@@ -68,7 +76,8 @@ func TestWantsMirror(t *testing.T) {
 func TestDesiredMirror(t *testing.T) {
 	m := desiredFor(testPod())
 	if m.Name != "web" || m.Namespace != "ns" || m.PodName != "web" || m.PodUID != "uid-1" ||
-		m.PodAddress != "10.244.0.5" || len(m.PodIPs) != 2 || m.PodIPs[1] != "fd00::5" || m.NodeName != "node-1" {
+		m.PodAddress != "10.244.0.5" || len(m.PodIPs) != 2 || m.PodIPs[1] != "fd00::5" || m.NodeName != "node-1" ||
+		m.PodIPv4 != "10.244.0.5" || m.PodIPv6 != "fd00::5" || m.HostNetwork {
 		t.Errorf("desiredMirror = %+v", m)
 	}
 	if !isManaged(m) {
@@ -89,6 +98,65 @@ func TestDesiredMirror(t *testing.T) {
 	}
 }
 
+// TestDesiredMirrorAddresses checks the address fields for each shape of
+// pod status: one field per family whichever is primary, canonical forms of
+// what the API server or an older one may have stored, and no mirror (with
+// the offending field named) for an address that is not an IP.
+func TestDesiredMirrorAddresses(t *testing.T) {
+	for name, tc := range map[string]struct {
+		podIP       string
+		podIPs      []string
+		hostNetwork bool
+		// want: podAddress, podIPs, podIPv4, podIPv6
+		address, v4, v6 string
+		ips             []string
+		hostNet         bool
+		invalid         string // the field named by the error, if any
+	}{
+		"IPv4 only":             {podIP: "10.244.0.5", podIPs: []string{"10.244.0.5"}, address: "10.244.0.5", ips: []string{"10.244.0.5"}, v4: "10.244.0.5"},
+		"IPv6 only":             {podIP: "fd00::5", podIPs: []string{"fd00::5"}, address: "fd00::5", ips: []string{"fd00::5"}, v6: "fd00::5"},
+		"dual, IPv4 primary":    {podIP: "10.244.3.4", podIPs: []string{"10.244.3.4", "fd00::4"}, address: "10.244.3.4", ips: []string{"10.244.3.4", "fd00::4"}, v4: "10.244.3.4", v6: "fd00::4"},
+		"dual, IPv6 primary":    {podIP: "fd00::4", podIPs: []string{"fd00::4", "10.244.3.4"}, address: "fd00::4", ips: []string{"fd00::4", "10.244.3.4"}, v4: "10.244.3.4", v6: "fd00::4"},
+		"podIP alone":           {podIP: "fd00::4", address: "fd00::4", ips: []string{"fd00::4"}, v6: "fd00::4"},
+		"IPv6 not canonical":    {podIP: "FD00:0:0::0005", podIPs: []string{"FD00:0:0::0005", "10.244.0.5"}, address: "fd00::5", ips: []string{"fd00::5", "10.244.0.5"}, v4: "10.244.0.5", v6: "fd00::5"},
+		"IPv6 zeros expanded":   {podIP: "fd00:0000:0000:0000:0000:0000:0000:0001", address: "fd00::1", ips: []string{"fd00::1"}, v6: "fd00::1"},
+		"IPv4 leading zeros":    {podIP: "010.244.000.007", podIPs: []string{"010.244.000.007"}, address: "10.244.0.7", ips: []string{"10.244.0.7"}, v4: "10.244.0.7"},
+		"IPv4-mapped IPv6":      {podIP: "::ffff:10.244.0.8", podIPs: []string{"::ffff:10.244.0.8", "fd00::8"}, address: "10.244.0.8", ips: []string{"10.244.0.8", "fd00::8"}, v4: "10.244.0.8", v6: "fd00::8"},
+		"IPv4-mapped, hex form": {podIP: "::FFFF:0af4:0009", address: "10.244.0.9", ips: []string{"10.244.0.9"}, v4: "10.244.0.9"},
+		"hostNetwork":           {podIP: "192.168.1.10", podIPs: []string{"192.168.1.10"}, hostNetwork: true, address: "192.168.1.10", ips: []string{"192.168.1.10"}, v4: "192.168.1.10", hostNet: true},
+		"podIP not an IP":       {podIP: "not-an-ip", podIPs: []string{"not-an-ip"}, invalid: "status.podIP"},
+		"second IP not an IP":   {podIP: "10.244.0.5", podIPs: []string{"10.244.0.5", "fd00::5::1"}, invalid: "status.podIPs[1]"},
+		"IPv6 with a zone":      {podIP: "fe80::1%eth0", invalid: "status.podIP"},
+		"IPv4 with a port":      {podIP: "10.244.0.5:80", invalid: "status.podIP"},
+		"IPv4 out of range":     {podIP: "10.244.0.256", invalid: "status.podIP"},
+		"empty podIPs entry":    {podIP: "10.244.0.5", podIPs: []string{"10.244.0.5", ""}, invalid: "status.podIPs[1]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := testPod(func(p *corev1.Pod) {
+				p.Status.PodIP, p.Status.PodIPs, p.Spec.HostNetwork = tc.podIP, nil, tc.hostNetwork
+				for _, ip := range tc.podIPs {
+					p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+				}
+			})
+			m, err := desiredMirror(toPodInfo(pod))
+			if tc.invalid != "" {
+				var bad *invalidAddressError
+				if m != nil || !errors.As(err, &bad) || bad.field != tc.invalid {
+					t.Fatalf("desiredMirror = %+v, %v; want no mirror and an invalid address error naming %s", m, err, tc.invalid)
+				}
+				return
+			}
+			if err != nil || m == nil {
+				t.Fatalf("desiredMirror = %+v, %v", m, err)
+			}
+			if m.PodAddress != tc.address || !slices.Equal(m.PodIPs, tc.ips) || m.PodIPv4 != tc.v4 || m.PodIPv6 != tc.v6 || m.HostNetwork != tc.hostNet {
+				t.Errorf("mirror address %q ips %q v4 %q v6 %q hostNetwork %v, want %q %q %q %q %v",
+					m.PodAddress, m.PodIPs, m.PodIPv4, m.PodIPv6, m.HostNetwork, tc.address, tc.ips, tc.v4, tc.v6, tc.hostNet)
+			}
+		})
+	}
+}
+
 func TestNeedsUpdate(t *testing.T) {
 	want := desiredFor(testPod())
 	for name, tc := range map[string]struct {
@@ -103,6 +171,11 @@ func TestNeedsUpdate(t *testing.T) {
 		"ips":                    {func(m *PodToIp) { m.PodIPs = m.PodIPs[:1] }, true},
 		"ips order":              {func(m *PodToIp) { m.PodIPs = []string{m.PodIPs[1], m.PodIPs[0]} }, true},
 		"node":                   {func(m *PodToIp) { m.NodeName = "" }, true},
+		"ipv4":                   {func(m *PodToIp) { m.PodIPv4 = "10.0.0.1" }, true},
+		"ipv6":                   {func(m *PodToIp) { m.PodIPv6 = "" }, true},
+		"hostNetwork":            {func(m *PodToIp) { m.HostNetwork = true }, true},
+		"previous release shape": {func(m *PodToIp) { m.PodIPv4, m.PodIPv6 = "", "" }, true},
+		"not canonical":          {func(m *PodToIp) { m.PodIPs = []string{m.PodIPs[0], "FD00::5"} }, true},
 		"uid":                    {func(m *PodToIp) { m.PodUID = "uid-2" }, true},
 		"name":                   {func(m *PodToIp) { m.PodName = "x" }, true},
 		"owner removed":          {func(m *PodToIp) { m.OwnerReferences = nil }, true},
@@ -153,6 +226,8 @@ func TestMirrorChanged(t *testing.T) {
 		"ip":            {func(p *corev1.Pod) { p.Status.PodIP = "10.0.0.9"; p.Status.PodIPs[0].IP = "10.0.0.9" }, true},
 		"second ip":     {func(p *corev1.Pod) { p.Status.PodIPs = p.Status.PodIPs[:1] }, true},
 		"node":          {func(p *corev1.Pod) { p.Spec.NodeName = "node-2" }, true},
+		"hostNetwork":   {func(p *corev1.Pod) { p.Spec.HostNetwork = true }, true},
+		"ip spelling":   {func(p *corev1.Pod) { p.Status.PodIPs[1].IP = "FD00::5" }, true},
 		"uid":           {func(p *corev1.Pod) { p.UID = "uid-2" }, true},
 		"terminating":   {func(p *corev1.Pod) { p.DeletionTimestamp = &now }, true},
 		"succeeded":     {func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, true},
@@ -174,6 +249,7 @@ func TestSlimPodKeepsWhatTheMirrorNeeds(t *testing.T) {
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 		p.Spec.Containers = []corev1.Container{{Name: "app", Image: "img"}}
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}}
+		p.Spec.HostNetwork = true
 	})
 	obj, err := slimPod(full)
 	if err != nil {
@@ -183,7 +259,8 @@ func TestSlimPodKeepsWhatTheMirrorNeeds(t *testing.T) {
 	if slim.Labels != nil || slim.Annotations != nil || slim.ManagedFields != nil {
 		t.Errorf("slim pod keeps unneeded fields: %+v", slim)
 	}
-	if slim.NodeName != "node-1" || slim.Phase != corev1.PodRunning || slim.PodIP != "10.244.0.5" || !slices.Equal(slim.PodIPs, []string{"10.244.0.5", "fd00::5"}) {
+	if slim.NodeName != "node-1" || slim.Phase != corev1.PodRunning || slim.PodIP != "10.244.0.5" ||
+		!slices.Equal(slim.PodIPs, []string{"10.244.0.5", "fd00::5"}) || !slim.HostNetwork {
 		t.Errorf("slim pod lost what the mirror needs: %+v", slim)
 	}
 	if slim.ResourceVersion != "10" || slim.UID != "uid-1" || slim.DeletionTimestamp == nil {
@@ -192,8 +269,8 @@ func TestSlimPodKeepsWhatTheMirrorNeeds(t *testing.T) {
 	// The slim pod must yield exactly the same mirror as the full one.
 	full.DeletionTimestamp = nil
 	slim.DeletionTimestamp = nil
-	if needsUpdate(desiredMirror(slim), desiredFor(full)) {
-		t.Errorf("slim pod mirror %+v differs from full pod mirror %+v", desiredMirror(slim), desiredFor(full))
+	if needsUpdate(desiredOf(slim), desiredFor(full)) {
+		t.Errorf("slim pod mirror %+v differs from full pod mirror %+v", desiredOf(slim), desiredFor(full))
 	}
 	if again, _ := slimPod(slim); again != any(slim) {
 		t.Errorf("slimPod(slim pod) = %v, want the same object", again)
@@ -214,7 +291,8 @@ func TestSlimMirrorSharesButNeverLeaksCommonParts(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "u", Controller: &isController}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: fieldManager}},
 		},
-		PodName: "web", PodUID: "u", PodAddress: "10.0.0.1", PodIPs: []string{"10.0.0.1"}, NodeName: "n1",
+		PodName: "web", PodUID: "u", PodAddress: "10.0.0.1", PodIPs: []string{strings.Clone("10.0.0.1"), strings.Clone("fd00::1")},
+		PodIPv4: "10.0.0.1", PodIPv6: "fd00::1", NodeName: "n1", HostNetwork: true,
 	}
 	want := decoded.DeepCopy()
 	want.ManagedFields, want.TypeMeta = nil, metav1.TypeMeta{}
@@ -225,6 +303,11 @@ func TestSlimMirrorSharesButNeverLeaksCommonParts(t *testing.T) {
 	}
 	if reflect.ValueOf(m.Labels).UnsafePointer() != reflect.ValueOf(managedLabels).UnsafePointer() {
 		t.Errorf("the usual label map is not shared")
+	}
+	// Decoded, each address field is a copy of its own; cached, the
+	// repeated ones share podIPs' strings.
+	if !sameString(m.PodAddress, m.PodIPs[0]) || !sameString(m.PodIPv4, m.PodIPs[0]) || !sameString(m.PodIPv6, m.PodIPs[1]) {
+		t.Errorf("podAddress, podIPv4 and podIPv6 do not share podIPs' strings")
 	}
 	// A write starts from applyDesired, which must not touch shared parts.
 	updated := applyDesired(m, desiredFor(testPod()))

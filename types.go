@@ -18,7 +18,8 @@ const (
 )
 
 // PodToIp mirrors one pod's addresses so they can be listed and looked up by
-// IP without reading full Pod objects. Like EndpointSlice it has no
+// IP without reading full Pod objects. Every address is in canonical form
+// (see canonicalIP), which the CRD enforces for every writer. Like EndpointSlice it has no
 // spec/status split: the controller owns every field, and nobody else is
 // expected to write them.
 type PodToIp struct {
@@ -35,8 +36,17 @@ type PodToIp struct {
 	// PodIPs are all of the pod's IPs (status.podIPs), primary first; two
 	// entries for a dual-stack pod.
 	PodIPs []string `json:"podIPs,omitempty"`
+	// PodIPv4 and PodIPv6 are the pod's address of each family, primary or
+	// not, unset when it has none. Each is a selectable field, so any
+	// address of any pod is found by one indexed query.
+	PodIPv4 string `json:"podIPv4,omitempty"`
+	PodIPv6 string `json:"podIPv6,omitempty"`
 	// NodeName is the node the pod runs on (spec.nodeName), if any.
 	NodeName string `json:"nodeName,omitempty"`
+	// HostNetwork is the pod's spec.hostNetwork: its addresses are its
+	// node's, shared with the node and every hostNetwork pod on it. Always
+	// written, so that a selector on hostNetwork=false finds the others.
+	HostNetwork bool `json:"hostNetwork"`
 }
 
 // PodToIpList is a list of PodToIp objects, as returned by list calls.

@@ -4,11 +4,12 @@ import (
 	"reflect"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func fullMirror() *PodToIp {
-	m := desiredFor(testPod())
+	m := desiredFor(testPod(func(p *corev1.Pod) { p.Spec.HostNetwork = true }))
 	m.Annotations = map[string]string{"a": "1"}
 	m.Finalizers = []string{"f"}
 	m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x"}}
@@ -35,6 +36,7 @@ func TestDeepCopyIsolates(t *testing.T) {
 	*c.OwnerReferences[0].Controller = false
 	c.OwnerReferences[0].UID = "other"
 	c.PodIPs[0] = "192.0.2.1"
+	c.PodIPv4, c.PodIPv6, c.HostNetwork = "192.0.2.1", "", false
 	c.DeletionTimestamp.Time = c.DeletionTimestamp.Add(1)
 	if !reflect.DeepEqual(orig, snapshot) {
 		t.Errorf("mutating the copy changed the original:\n%+v", orig)

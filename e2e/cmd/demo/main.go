@@ -165,13 +165,15 @@ func run() (err error) {
 		return err
 	}
 	show(ctx, cl, "kubectl get pods -A -o wide", "get", "pods", "-A", "-o", "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,IPS:.status.podIPs[*].ip,NODE:.spec.nodeName")
-	show(ctx, cl, "kubectl get ptp -A", "get", "ptp", "-A")
-	ip, err := someAddress(ctx, cl)
+	show(ctx, cl, "kubectl get ptp -A -o wide", "get", "ptp", "-A", "-o", "wide")
+	ip4, ip6, err := someAddresses(ctx, cl)
 	if err != nil {
 		return err
 	}
-	show(ctx, cl, "Who has "+ip+"?  kubectl get ptp -A --field-selector podAddress="+ip,
-		"get", "ptp", "-A", "--field-selector", "podAddress="+ip)
+	show(ctx, cl, "Who has "+ip4+"?  kubectl get ptp -A --field-selector podIPv4="+ip4,
+		"get", "ptp", "-A", "--field-selector", "podIPv4="+ip4)
+	show(ctx, cl, "Who has "+ip6+"?  kubectl get ptp -A --field-selector podIPv6="+ip6+"  (any address of either family)",
+		"get", "ptp", "-A", "--field-selector", "podIPv6="+ip6)
 
 	step(fmt.Sprintf("Scaling %s to 2 replicas: kubectl -n %s scale deployment %s --replicas=2", demoApp, demoNamespace, demoApp))
 	if _, err := cl.Kubectl(ctx, "-n", demoNamespace, "scale", "deployment", demoApp, "--replicas=2"); err != nil {
@@ -199,7 +201,8 @@ and drive the cluster in another, as you would a real one:
     kubectl create deployment web --image=nginx --replicas=3
     kubectl scale deployment web --replicas=6
     kubectl delete pod -l app=web --wait=false      # replacements get new names; freed addresses are reused at once
-    kubectl get ptp -A --field-selector podAddress=%s
+    kubectl get ptp -A --field-selector podIPv4=%s
+    kubectl get ptp -A --field-selector podIPv6=%s
     kubectl get ptp -A --field-selector nodeName=node-3
     kubectl delete namespace %s
 
@@ -213,7 +216,7 @@ The controller's metrics and readiness:
     curl http://%s/readyz
 
 Press Ctrl-C to stop the controller and the cluster and remove their files.
-`, cl.Kubeconfig, ip, demoNamespace, addrs["metrics"], addrs["health probes"])
+`, cl.Kubeconfig, ip4, ip6, demoNamespace, addrs["metrics"], addrs["health probes"])
 
 	<-ctx.Done()
 	fmt.Fprintln(out)
@@ -265,18 +268,36 @@ func waitForServiceAccount(ctx context.Context, cl *controlplane.Cluster, ns str
 	})
 }
 
-// someAddress returns the address of one of the first workload's pods.
-func someAddress(ctx context.Context, cl *controlplane.Cluster) (string, error) {
+// someAddresses returns an IPv4 and an IPv6 address of the first
+// workload's pods: the scheduler spreads four replicas over the three
+// nodes, so one of them normally runs on the dual-stack node-3.
+func someAddresses(ctx context.Context, cl *controlplane.Cluster) (ip4, ip6 string, err error) {
 	pods, err := cl.Kube.CoreV1().Pods(demoNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + demoApp})
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	for _, p := range pods.Items {
-		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			return p.Status.PodIP, nil
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, ip := range p.Status.PodIPs {
+			switch {
+			case strings.Contains(ip.IP, ":") && ip6 == "":
+				ip6 = ip.IP
+			case !strings.Contains(ip.IP, ":") && ip4 == "":
+				ip4 = ip.IP
+			}
 		}
 	}
-	return "", fmt.Errorf("no pod of deployment %s has an address", demoApp)
+	if ip4 == "" {
+		return "", "", fmt.Errorf("no pod of deployment %s has an address", demoApp)
+	}
+	if ip6 == "" {
+		// All four on the IPv4-only nodes: point at the address node-3's
+		// first pod will get.
+		ip6 = "fd00:0:0:3::1"
+	}
+	return ip4, ip6, nil
 }
 
 // waitForMirrors prints the number of mirrors as it changes until every

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// TestSyncPodWithInvalidAddress checks a pod whose status holds an address
+// that is not an IP (an object stored by an older API server): no mirror,
+// no error (so no retry), one Warning event per pod incarnation naming the
+// field and value, and a mirror it had before is removed. Once its
+// addresses parse, it is mirrored like any pod.
+func TestSyncPodWithInvalidAddress(t *testing.T) {
+	f := newFixture(t)
+	bad := func(uid types.UID, ip string) *corev1.Pod {
+		return testPod(func(p *corev1.Pod) {
+			p.UID = uid
+			p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}, {IP: ip}}
+		})
+	}
+	_ = f.pods.Add(bad("uid-1", "fd00::5::1"))
+	for range 3 {
+		f.sync("web") // fails the test if an error is returned
+	}
+	f.expectActions()
+	if n := len(f.recorder.Events); n != 1 {
+		t.Fatalf("recorded %d events, want exactly 1", n)
+	}
+	ev := <-f.recorder.Events
+	for _, want := range []string{"Warning", reasonInvalidAddress, `status.podIPs[1] "fd00::5::1" is not an IP address`} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("event %q does not contain %q", ev, want)
+		}
+	}
+	if n := f.c.invalidCount(); n != 1 {
+		t.Errorf("invalidCount = %d, want 1", n)
+	}
+
+	// Another invalid address on the same pod: already told.
+	_ = f.pods.Update(bad("uid-1", "nope"))
+	f.sync("web")
+	// The pod recreated under the same name is told again.
+	_ = f.pods.Update(bad("uid-2", "nope"))
+	f.sync("web")
+	f.sync("web")
+	f.expectActions()
+	if n := len(f.recorder.Events); n != 1 {
+		t.Fatalf("recorded %d more events, want 1 for the new pod", n)
+	}
+	<-f.recorder.Events
+
+	// Valid addresses: mirrored, and no longer counted.
+	_ = f.pods.Update(testPod(func(p *corev1.Pod) { p.UID = "uid-2" }))
+	f.sync("web")
+	f.expectActions("create ns/web")
+	if n := f.c.invalidCount(); n != 0 {
+		t.Errorf("invalidCount = %d after the addresses parse, want 0", n)
+	}
+
+	// An address turning invalid removes the mirror it had.
+	f.cached(desiredFor(testPod(func(p *corev1.Pod) { p.UID = "uid-2" })), "m-1", "200")
+	_ = f.pods.Update(bad("uid-2", "nope"))
+	f.sync("web")
+	f.expectActions("delete ns/web")
+	if n := len(f.recorder.Events); n != 1 {
+		t.Errorf("recorded %d events after the address turned invalid, want 1", n)
+	}
+	if lines := f.trail(); len(lines) != 2 || lines[1]["event"] != trailReleased {
+		t.Errorf("trail = %v, want assigned then released", lines)
+	}
+
+	// The pod gone: forgotten.
+	_ = f.pods.Delete(bad("uid-2", "nope"))
+	f.c.tracker = newWriteTracker()
+	_ = f.mirrors.Delete(&PodToIp{})
+	f.sync("web")
+	if n := f.c.invalidCount(); n != 0 {
+		t.Errorf("invalidCount = %d after the pod is gone, want 0", n)
+	}
+}
+
+// TestTrailOneLinePerWrite checks the attribution trail: one line at
+// default verbosity for each write, with the event, the pod's namespace,
+// name and UID, its node, every address, the addresses before a change and
+// when the controller read the state it acted on; none for a reconcile that
+// writes nothing or whose write is refused.
+func TestTrailOneLinePerWrite(t *testing.T) {
+	f := newFixture(t)
+	before := time.Now()
+	pod := testPod()
+	_ = f.pods.Add(pod)
+	f.sync("web")
+	f.sync("web") // waiting for the cache: no write, no line
+	m := f.cached(desiredFor(pod), "m-1", "101")
+	f.c.tracker.observe(cache.MetaObjectToName(m), m, false)
+	f.sync("web") // in sync: no line
+
+	moved := testPod(func(p *corev1.Pod) {
+		p.Status.PodIP = "fd00::6"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "FD00:0::6"}, {IP: "10.244.0.6"}}
+		p.Spec.NodeName = "node-2"
+	})
+	_ = f.pods.Update(moved)
+	f.sync("web")
+	m = f.cached(applyDesired(m, desiredFor(moved)), "m-1", "102")
+	_ = f.mirrors.Update(m)
+	f.c.tracker.observe(cache.MetaObjectToName(m), m, false)
+
+	// A refused write logs nothing.
+	f.client.err = apierrors.NewConflict(mirrorsGR, "web", nil)
+	_ = f.pods.Update(testPod(func(p *corev1.Pod) { p.Spec.NodeName = "node-3" }))
+	f.sync("web")
+	f.client.err = nil
+	f.c.tracker = newWriteTracker()
+
+	_ = f.pods.Delete(moved)
+	f.sync("web")
+	after := time.Now()
+	f.expectActions("create ns/web", "update ns/web", "update ns/web", "delete ns/web")
+
+	lines := f.trail()
+	want := []struct {
+		event, node, v4, v6 string
+		ips, previous       []string
+	}{
+		{trailAssigned, "node-1", "10.244.0.5", "fd00::5", []string{"10.244.0.5", "fd00::5"}, nil},
+		{trailChanged, "node-2", "10.244.0.6", "fd00::6", []string{"fd00::6", "10.244.0.6"}, []string{"10.244.0.5", "fd00::5"}},
+		{trailReleased, "node-2", "10.244.0.6", "fd00::6", []string{"fd00::6", "10.244.0.6"}, nil},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("trail has %d lines, want %d: %v", len(lines), len(want), lines)
+	}
+	for i, w := range want {
+		l := lines[i]
+		if l["event"] != w.event || l["podUID"] != types.UID("uid-1") || l["node"] != w.node ||
+			fmt.Sprint(l["podIPs"]) != fmt.Sprint(w.ips) || l["podIPv4"] != w.v4 || l["podIPv6"] != w.v6 ||
+			l["hostNetwork"] != false || l["verbosity"] != 0 || l["pod"] != klog.KRef("ns", "web") {
+			t.Errorf("line %d = %v, want event %s on node %s with %v (v4 %s, v6 %s) at verbosity 0", i, l, w.event, w.node, w.ips, w.v4, w.v6)
+		}
+		if prev, ok := l["previousPodIPs"]; ok != (w.previous != nil) || (ok && fmt.Sprint(prev) != fmt.Sprint(w.previous)) {
+			t.Errorf("line %d previousPodIPs = %v (present %v), want %v", i, prev, ok, w.previous)
+		}
+		s := fmt.Sprint(l["observed"])
+		observed, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil || observed.Before(before) || observed.After(after) || observed.Location() != time.UTC ||
+			len(s) != len("2006-01-02T15:04:05.123456789Z") {
+			t.Errorf("line %d observed = %v (%v), want an RFC 3339 UTC time with nine fractional digits within the test", i, l["observed"], err)
+		}
+	}
+}
+
+// TestTrailReleaseOfAMirrorGoneAlready checks that a release is logged even
+// when someone else (the garbage collector) removed the mirror first, and
+// that a pod recreated under a mirror still showing the old one (its
+// deletion never seen) is logged as the old pod's release and the new
+// pod's assignment, so that the trail can be read per pod UID.
+func TestTrailReleaseOfAMirrorGoneAlready(t *testing.T) {
+	f := newFixture(t)
+	old := desiredFor(testPod(func(p *corev1.Pod) {
+		p.Status.PodIP = "FD00::9" // written by an earlier release, as the pod spelled it
+		p.Status.PodIPs = []corev1.PodIP{{IP: "FD00::9"}}
+	}))
+	old.PodIPv6 = ""
+	old.PodAddress, old.PodIPs = "FD00::9", []string{"FD00::9"}
+	f.cached(old, "m-1", "7")
+	f.client.err = apierrors.NewNotFound(mirrorsGR, "web")
+	f.sync("web")
+	f.expectActions("delete ns/web")
+	lines := f.trail()
+	if len(lines) != 1 || lines[0]["event"] != trailReleased || fmt.Sprint(lines[0]["podIPs"]) != "[fd00::9]" || lines[0]["podIPv6"] != "fd00::9" {
+		t.Fatalf("trail = %v, want one release of fd00::9 (canonical)", lines)
+	}
+
+	f = newFixture(t)
+	f.cached(desiredFor(testPod()), "m-1", "7")
+	_ = f.pods.Add(testPod(func(p *corev1.Pod) {
+		p.UID = "uid-2"
+		p.Status.PodIP, p.Status.PodIPs = "10.244.0.9", nil
+	}))
+	f.sync("web")
+	f.expectActions("update ns/web")
+	lines = f.trail()
+	if len(lines) != 2 || lines[0]["event"] != trailReleased || lines[0]["podUID"] != types.UID("uid-1") ||
+		fmt.Sprint(lines[0]["podIPs"]) != "[10.244.0.5 fd00::5]" ||
+		lines[1]["event"] != trailAssigned || lines[1]["podUID"] != types.UID("uid-2") || fmt.Sprint(lines[1]["podIPs"]) != "[10.244.0.9]" {
+		t.Errorf("trail = %v, want the release by uid-1 and the assignment to uid-2", lines)
+	}
+}

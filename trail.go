@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// The attribution trail answers "who had IP X at time T?" after the pod is
+// gone and the address reused, which the mirrors themselves cannot: they
+// describe the present. Each write of a mirror is logged as one line at
+// default verbosity, an exception to the rule of no per-object Info lines,
+// because an audit trail that depends on -v is not one. With
+// --logging-format=json a log pipeline can index it.
+//
+// The message and keys are an interface for log queries; change them only
+// with the README's trail section:
+//
+//	msg            "PodToIp trail"
+//	event          assigned | changed | released
+//	pod            the pod's namespace and name (from the reconcile's logger)
+//	podUID         the pod incarnation
+//	node           spec.nodeName
+//	podIPs         every address, canonical, primary first (for released:
+//	               the addresses let go of)
+//	podIPv4        the IPv4 address, "" if none
+//	podIPv6        the IPv6 address, "" if none
+//	hostNetwork    the addresses are the node's, shared
+//	previousPodIPs (changed only) the addresses before the change
+//	observed       when the controller read the state it acted on: RFC 3339
+//	               in UTC with nine fractional digits, so that comparing two
+//	               as strings (as jq does) compares them as times
+const trailMessage = "PodToIp trail"
+
+// trailTimeFormat is the fixed-width layout of "observed".
+const trailTimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
+// Trail events.
+const (
+	// trailAssigned: a mirror was created; from now on the pod holds the
+	// addresses.
+	trailAssigned = "assigned"
+	// trailChanged: a mirror was updated; the pod holds the new addresses
+	// (previousPodIPs says which it held before).
+	trailChanged = "changed"
+	// trailReleased: the mirror was removed; the pod no longer holds the
+	// addresses.
+	trailReleased = "released"
+)
+
+// logTrail writes one trail line about mirror m. previous is the addresses
+// before a change, nil for other events. A released or previous mirror may
+// have been written by an earlier release, in its pod's spelling: its
+// addresses are logged in canonical form too, so one query finds them all.
+func logTrail(ctx context.Context, event string, m *PodToIp, previous []string, observed time.Time) {
+	ips, v4, v6 := m.PodIPs, m.PodIPv4, m.PodIPv6
+	if event == trailReleased {
+		ips, v4, v6 = canonicalList(ips)
+	}
+	kv := []any{
+		"event", event,
+		"podUID", m.PodUID,
+		"node", m.NodeName,
+		"podIPs", ips,
+		"podIPv4", v4,
+		"podIPv6", v6,
+		"hostNetwork", m.HostNetwork,
+	}
+	if event == trailChanged {
+		previous, _, _ = canonicalList(previous)
+		kv = append(kv, "previousPodIPs", previous)
+	}
+	kv = append(kv, "observed", observed.UTC().Format(trailTimeFormat))
+	klog.FromContext(ctx).Info(trailMessage, kv...)
+}
+
+// canonicalList returns ips in canonical form and the address of each
+// family. An entry that is not an IP (which the CRD never let a mirror
+// hold) is kept as it is and belongs to no family.
+func canonicalList(ips []string) (all []string, v4, v6 string) {
+	all = make([]string, 0, len(ips))
+	var valid []string
+	for _, raw := range ips {
+		ip, ok := canonicalIP(raw)
+		if !ok {
+			all = append(all, raw)
+			continue
+		}
+		all = append(all, ip)
+		valid = append(valid, ip)
+	}
+	v4, v6 = families(valid)
+	return all, v4, v6
+}
