@@ -29,6 +29,11 @@ KWOK_STAGES := $(TOOLS)/kwok-stages.yaml
 KWOK_STAGE_FILES := pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml \
 	node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
 KUBE_MOD := hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
+# jq for the end-to-end test that runs the README's queries of the
+# controller's JSON log: gojq, a jq in Go, pinned, so the tests depend on
+# nothing the machine may lack.
+JQ         := $(TOOLS)/jq
+JQ_VERSION := v0.12.19
 
 include hack/image/image.mk
 
@@ -44,7 +49,7 @@ build: ## Build bin/podtoip-controller.
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
 
 .PHONY: controlplane
-controlplane: $(APISERVER) $(ETCD) $(KCM) $(SCHEDULER) $(KWOK) $(KWOK_STAGES) ## Build the pinned control plane and simulated cluster used by tests and the demo (once; ~10-15 minutes the first time on 2 cores).
+controlplane: $(APISERVER) $(ETCD) $(KCM) $(SCHEDULER) $(KWOK) $(KWOK_STAGES) $(JQ) ## Build the pinned control plane and simulated cluster used by tests and the demo (once; ~10-15 minutes the first time on 2 cores).
 
 # One go build for the three: the packages they share are compiled once and
 # one binary links while the others still compile.
@@ -66,6 +71,11 @@ $(KWOK): hack/tools/kwok/go.mod hack/tools/kwok/go.sum
 	@mkdir -p $(TOOLS)
 	@echo ">> building kwok into $(TOOLS)/ (first time: ~1-2 minutes)"
 	cd hack/tools/kwok && $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ sigs.k8s.io/kwok/cmd/kwok
+
+$(JQ):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(CURDIR)/$(TOOLS)/.gojq $(GO) install github.com/itchyny/gojq/cmd/gojq@$(JQ_VERSION)
+	mv $(TOOLS)/.gojq/gojq $@ && rmdir $(TOOLS)/.gojq
 
 $(KWOK_STAGES): hack/tools/kwok/go.mod hack/tools/kwok/go.sum
 	@mkdir -p $(TOOLS)

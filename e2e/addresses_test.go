@@ -597,8 +597,11 @@ const (
 // address at T?" reconstructed from it names the right pod at every time,
 // in Go and with the README's jq queries.
 func TestAddressTrailJSON(t *testing.T) {
-	if _, err := exec.LookPath("jq"); err != nil {
-		t.Fatal("jq is not on PATH; this test runs the README's trail queries with it")
+	// The pinned jq that `make controlplane` builds (the suite builds it
+	// if missing), not whatever the machine has on PATH.
+	jqBin := filepath.Join(cp.Root, "_output", "bin", "jq")
+	if _, err := os.Stat(jqBin); err != nil {
+		t.Fatalf("the pinned jq is missing (make controlplane builds it): %v", err)
 	}
 	ns := newNamespace(t)
 	p := startController(t, "--namespace", ns, "--logging-format=json")
@@ -702,7 +705,7 @@ func TestAddressTrailJSON(t *testing.T) {
 	}
 	jq := func(args ...string) []string {
 		t.Helper()
-		out, err := exec.CommandContext(t.Context(), "jq", append(args, logFile)...).CombinedOutput()
+		out, err := exec.CommandContext(t.Context(), jqBin, append(args, logFile)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("jq %q: %v\n%s", args, err, out)
 		}

@@ -73,8 +73,9 @@ func RepoRoot() (string, error) {
 }
 
 // binaries are what `make controlplane` builds into _output/bin: the API
-// server and etcd, and what a simulated Cluster runs besides them.
-var binaries = []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"}
+// server and etcd, what a simulated Cluster runs besides them, and the
+// pinned jq a test runs the README's log queries with.
+var binaries = []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml", "jq"}
 
 // EnsureBinaries makes sure the pinned control plane exists under
 // _output/bin, building it with `make controlplane` when any part is
