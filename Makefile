@@ -9,12 +9,26 @@ TOOLS    := _output/bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 
-# Pinned control plane, built from Go modules (see hack/tools/*/go.mod).
+# Pinned control plane, built from Go modules (see hack/tools/*/go.mod):
+# kube-apiserver and etcd for every test; kube-controller-manager,
+# kube-scheduler and kwok (the kubelets of fake nodes) for the simulated
+# cluster that the demo and the workload tests run on.
 KUBE_VERSION := v1.37.1
 KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 APISERVER := $(TOOLS)/kube-apiserver
 ETCD      := $(TOOLS)/etcd
+KCM       := $(TOOLS)/kube-controller-manager
+SCHEDULER := $(TOOLS)/kube-scheduler
+KWOK      := $(TOOLS)/kwok
+# kwok has no behaviour built in: its Stage objects (what happens to a pod or
+# node, and when) come from the same pinned module. The "fast" stages make a
+# bound pod Running with addresses at once, finish Job pods and complete
+# deletions; the node stages make nodes Ready and renew their leases.
+KWOK_STAGES := $(TOOLS)/kwok-stages.yaml
+KWOK_STAGE_FILES := pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml \
+	node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+KUBE_MOD := hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
 
 include hack/image/image.mk
 
@@ -30,12 +44,22 @@ build: ## Build bin/podtoip-controller.
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
 
 .PHONY: controlplane
-controlplane: $(APISERVER) $(ETCD) ## Build the pinned kube-apiserver and etcd used by tests and the demo (once; minutes the first time).
+controlplane: $(APISERVER) $(ETCD) $(KCM) $(SCHEDULER) $(KWOK) $(KWOK_STAGES) ## Build the pinned control plane and simulated cluster used by tests and the demo (once; ~10-15 minutes the first time on 2 cores).
 
-$(APISERVER): hack/tools/kube-apiserver/go.mod hack/tools/kube-apiserver/go.sum
+$(APISERVER): $(KUBE_MOD)
 	@mkdir -p $(TOOLS)
 	@echo ">> building kube-apiserver $(KUBE_VERSION) from source into $(TOOLS)/ (first time: ~4-6 minutes on 2 cores; cached afterwards)"
-	cd hack/tools/kube-apiserver && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(CURDIR)/$@ k8s.io/kubernetes/cmd/kube-apiserver
+	cd hack/tools/kubernetes && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(CURDIR)/$@ k8s.io/kubernetes/cmd/kube-apiserver
+	@$@ --version
+
+$(KCM): $(KUBE_MOD) | $(APISERVER)
+	@echo ">> building kube-controller-manager $(KUBE_VERSION) into $(TOOLS)/ (first time: ~2-3 minutes more)"
+	cd hack/tools/kubernetes && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(CURDIR)/$@ k8s.io/kubernetes/cmd/kube-controller-manager
+	@$@ --version
+
+$(SCHEDULER): $(KUBE_MOD) | $(APISERVER)
+	@echo ">> building kube-scheduler $(KUBE_VERSION) into $(TOOLS)/ (first time: ~1 minute more)"
+	cd hack/tools/kubernetes && $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(CURDIR)/$@ k8s.io/kubernetes/cmd/kube-scheduler
 	@$@ --version
 
 $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum hack/tools/etcd/main.go
@@ -43,6 +67,17 @@ $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum hack/tools/etcd/main.go
 	@echo ">> building etcd from source into $(TOOLS)/ (first time: ~1 minute)"
 	cd hack/tools/etcd && $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ .
 	@$@ --version | head -1
+
+$(KWOK): hack/tools/kwok/go.mod hack/tools/kwok/go.sum
+	@mkdir -p $(TOOLS)
+	@echo ">> building kwok into $(TOOLS)/ (first time: ~1-2 minutes)"
+	cd hack/tools/kwok && $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ sigs.k8s.io/kwok/cmd/kwok
+
+$(KWOK_STAGES): hack/tools/kwok/go.mod hack/tools/kwok/go.sum
+	@mkdir -p $(TOOLS)
+	@set -e; dir=$$(cd hack/tools/kwok && $(GO) mod download sigs.k8s.io/kwok && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok); \
+	for f in $(KWOK_STAGE_FILES); do echo '---'; cat "$$dir/kustomize/stage/$$f"; done > $@.tmp; mv $@.tmp $@
+	@echo ">> wrote $@ from kwok's stages: $(KWOK_STAGE_FILES)"
 
 .PHONY: test
 test: test-unit test-fuzz test-image test-e2e ## Run all tests: unit tests, a short fuzz run, the image check, then the end-to-end and fault suites against a real API server.
@@ -109,12 +144,18 @@ bench-plots: ## Draw docs/img/*.png from the results recorded in docs/bench/.
 test-faults: build controlplane ## Run only the fault scenarios (part of test-e2e; about 4 minutes).
 	cd e2e && $(GO) test -count=1 -timeout 20m -run '^TestFault' -v ./...
 
-.PHONY: demo
+.PHONY: demo demo-notice
 # The demo is built and run as a binary, not with `go run`, so that a signal
 # reaches the demo itself rather than a wrapper that would die first.
-demo: build controlplane ## Start a throwaway control plane, run the controller on demo pods; Ctrl-C to stop and clean up.
+demo: demo-notice build controlplane ## Start a throwaway simulated cluster (kwok nodes) with the controller and a first workload; Ctrl-C to stop and clean up.
 	cd e2e && $(GO) build -o $(CURDIR)/bin/demo ./cmd/demo
 	cd e2e && exec $(CURDIR)/bin/demo
+
+# Said first, before any build starts, so nobody takes the wait for a hang.
+demo-notice:
+	@if [ ! -x $(KCM) ] || [ ! -x $(APISERVER) ] || [ ! -x $(KWOK) ]; then \
+		echo ">> make demo: the first run builds kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok from source:"; \
+		echo ">> about 10-15 minutes on 2 cores, once; later runs start in seconds."; fi
 
 .PHONY: vet
 vet: ## Run go vet and gofmt checks on all modules.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestDemo runs `make demo`'s program as a terminal would, checks what it
@@ -34,6 +37,7 @@ func TestDemo(t *testing.T) {
 	t.Run("Ctrl-C after the reader of its output went away", func(t *testing.T) {
 		d := startDemo(t, t, bin)
 		checkDemoShows(t, d.output())
+		driveDemo(t, d.output())
 		// `make demo | tee demo.log` and Ctrl-C: the terminal signals the
 		// whole foreground process group, tee exits, and every write the
 		// demo makes while cleaning up goes to a pipe without a reader.
@@ -307,7 +311,7 @@ func (d *demo) takeStock(t *testing.T) {
 	if len(d.files) != 4 {
 		t.Fatalf("want the kubeconfig's directory, etcd's data, the API server's certificates and log; got %v", d.files)
 	}
-	for _, n := range []string{"demo", "kube-apiserver", "etcd", "podtoip-controller"} {
+	for _, n := range []string{"demo", "kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "podtoip-controller"} {
 		if !names[n] {
 			t.Fatalf("%s is not among the demo's processes %v", n, d.procs)
 		}
@@ -412,24 +416,29 @@ func (d *demo) forceCleanup(t *testing.T) {
 	}
 }
 
-// checkDemoShows checks what the demo shows once it is up: the listings,
-// the field selector's answer, and instructions that work.
+// checkDemoShows checks what the demo shows once it is up: the nodes, the
+// listings of the first workload's mirrors, the field selector's answer, and
+// instructions that work.
 func checkDemoShows(t *testing.T, out string) {
 	t.Helper()
+	if nodes := shown(out, "kubectl get nodes"); len(nodes) != 1 || strings.Count(nodes[0], "True") != 3 || !strings.Contains(nodes[0], "fd00:") {
+		t.Errorf("want three Ready nodes, one dual-stack, shown:\n%s", out)
+	}
 	gets := shown(out, "kubectl get ptp -A")
 	if len(gets) != 2 {
 		t.Fatalf("want two `kubectl get ptp -A` listings, got %d:\n%s", len(gets), out)
 	}
-	for _, want := range []string{"web-0", "10.244.1.7", "web-1", "10.244.2.9", "cart-0", "db-0", "10.244.2.20", "node-agent-1"} {
-		if !strings.Contains(gets[0], want) {
-			t.Errorf("the first listing lacks %s:\n%s", want, gets[0])
-		}
+	if n := strings.Count(gets[0], "\nshop "); n != 4 {
+		t.Errorf("the first listing shows %d mirrors in shop, want the 4 of the first workload:\n%s", n, gets[0])
 	}
-	if !strings.Contains(gets[1], "10.244.1.8") || strings.Contains(gets[1], "db-0") {
-		t.Errorf("the second listing does not show web-0's new IP and db-0 gone:\n%s", gets[1])
+	if n := strings.Count(gets[1], "\nshop "); n != 2 {
+		t.Errorf("after scaling to 2, the listing shows %d mirrors in shop, want 2:\n%s", n, gets[1])
 	}
-	if who := shown(out, "Who has 10.244.2.20?"); len(who) != 1 || !strings.Contains(who[0], "db-0") || strings.Contains(who[0], "web-0") {
-		t.Errorf("the field selector did not answer db-0 alone: %q", who)
+	who := regexp.MustCompile(`\$ Who has (\S+)\?`).FindStringSubmatch(out)
+	if who == nil {
+		t.Errorf("the demo does not ask who has an address:\n%s", out)
+	} else if ans := shown(out, "Who has "+who[1]); len(ans) != 1 || len(strings.Split(ans[0], "\n")) != 3 || !strings.Contains(ans[0], who[1]) {
+		t.Errorf("the field selector did not answer one mirror (a title, a header and one row) with %s: %q", who[1], ans)
 	}
 
 	// The printed curl commands work, on loopback.
@@ -446,6 +455,128 @@ func checkDemoShows(t *testing.T, out string) {
 			t.Errorf("GET %s: %d, want 200 with %q:\n%s", m[1], code, c.body, tail(body, 20))
 		}
 	}
+}
+
+// driveDemo does what the demo's instructions suggest, as a newcomer would
+// type it: export the printed KUBECONFIG, watch `kubectl get ptp -A -w`,
+// create, scale and delete a workload's pods, ask who has an address, and
+// delete the first workload's namespace. The mirrors must follow each step.
+func driveDemo(t *testing.T, out string) {
+	t.Helper()
+	m := kubeconfigRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no KUBECONFIG in the instructions:\n%s", out)
+	}
+	for _, cmd := range []string{"kubectl get ptp -A -w", "kubectl create deployment web --image=nginx --replicas=3",
+		"kubectl scale deployment web --replicas=6", "kubectl delete pod -l app=web --wait=false", "kubectl delete namespace shop"} {
+		if !strings.Contains(out, "    "+cmd) {
+			t.Errorf("the instructions do not suggest %q", cmd)
+		}
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctxFor(t, 2*time.Minute), "kubectl", args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+m[1])
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+		return string(b)
+	}
+	// The watch runs for the whole drive, as in the user's other terminal.
+	watchCtx, stopWatch := context.WithCancel(t.Context())
+	defer stopWatch()
+	watch := exec.CommandContext(watchCtx, "kubectl", "get", "ptp", "-A", "-w")
+	watch.Env = append(os.Environ(), "KUBECONFIG="+m[1])
+	var watched syncBuffer
+	watch.Stdout, watch.Stderr = &watched, &watched
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stopWatch(); _ = watch.Wait() }()
+
+	// webMirrors lists the default namespace's mirrors of web's pods by
+	// name, with their addresses, once they match the running pods.
+	webMirrors := func(want int) map[string]string {
+		t.Helper()
+		var last string
+		var got map[string]string
+		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			ptp := kubectl("get", "ptp", "-n", "default", "--no-headers", "-o", "custom-columns=POD:.podName,ADDRESS:.podAddress")
+			pods := kubectl("get", "pods", "-l", "app=web", "--no-headers", "-o", "custom-columns=NAME:.metadata.name,IP:.status.podIP,DELETING:.metadata.deletionTimestamp")
+			last = ptp + "\n" + pods
+			want2 := map[string]string{}
+			for _, l := range strings.Split(strings.TrimSpace(pods), "\n") {
+				if f := strings.Fields(l); len(f) == 3 && f[1] != "<none>" && f[2] == "<none>" {
+					want2[f[0]] = f[1]
+				}
+			}
+			got = map[string]string{}
+			for _, l := range strings.Split(strings.TrimSpace(ptp), "\n") {
+				if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "web-") {
+					got[f[0]] = f[1]
+				}
+			}
+			return len(want2) == want && maps.Equal(got, want2), nil
+		})
+		if err != nil {
+			t.Fatalf("the mirrors of web's %d pods did not follow: %v\n%s", want, err, last)
+		}
+		return got
+	}
+
+	kubectl("create", "deployment", "web", "--image=nginx", "--replicas=3")
+	webMirrors(3)
+	kubectl("scale", "deployment", "web", "--replicas=6")
+	before := webMirrors(6)
+	kubectl("delete", "pod", "-l", "app=web", "--wait=false")
+	var after map[string]string
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		after = webMirrors(6)
+		for name := range after {
+			if _, old := before[name]; old {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the deleted pods' mirrors were not replaced by their replacements': before %v, now %v", before, after)
+	}
+	for name, ip := range after {
+		if got := kubectl("get", "ptp", "-A", "--field-selector", "podAddress="+ip, "--no-headers"); !strings.Contains(got, name) || strings.Count(strings.TrimSpace(got), "\n") != 0 {
+			t.Errorf("who has %s? kubectl answers %q, want %s alone", ip, got, name)
+		}
+		break
+	}
+	kubectl("delete", "namespace", "shop", "--timeout=2m")
+	if got := kubectl("get", "ptp", "-n", "shop", "--no-headers"); strings.TrimSpace(got) != "" && !strings.Contains(got, "No resources") {
+		t.Errorf("namespace shop deleted, yet kubectl get ptp -n shop lists:\n%s", got)
+	}
+	// The watch saw the new workload's mirrors come.
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		return strings.Count(watched.String(), "\ndefault ") >= 6, nil
+	}); err != nil {
+		t.Errorf("kubectl get ptp -A -w did not follow the web pods:\n%s", watched.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writing process and a reading
+// test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // shown returns what the demo printed under each "$ title" line starting

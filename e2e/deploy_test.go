@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"example.com/podtoip-controller/e2e/controlplane"
 )
@@ -240,15 +239,7 @@ func TestDeployManifests(t *testing.T) {
 	}
 
 	t.Run("the ServiceAccount's permissions are sufficient", func(t *testing.T) {
-		kc := clientcmdapi.NewConfig()
-		kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cp.Host(), CertificateAuthorityData: caData}
-		kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
-		kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
-		kc.CurrentContext = "sa"
-		path := filepath.Join(t.TempDir(), "sa.kubeconfig")
-		if err := clientcmd.WriteToFile(*kc, path); err != nil {
-			t.Fatal(err)
-		}
+		path := tokenKubeconfig(t, cp, token)
 		ns := newNamespace(t)
 		p := startControllerAs(t, path, "--leader-elect", "--leader-elect-resource-namespace", deployNS, "--startup-timeout=20s")
 		if err := p.WaitForOutput(ctxFor(t, 30e9), "Became the leader"); err != nil {

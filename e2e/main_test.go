@@ -63,5 +63,6 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "FAIL: installing the CRD:", err)
 		return 1
 	}
+	defer stopSimCluster()
 	return m.Run()
 }

@@ -63,13 +63,17 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// EnsureBinaries makes sure the pinned kube-apiserver and etcd exist under
-// _output/bin, building them with `make controlplane` when they do not. It
-// fails loudly rather than letting tests skip.
+// binaries are what `make controlplane` builds into _output/bin: the API
+// server and etcd, and what a simulated Cluster runs besides them.
+var binaries = []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"}
+
+// EnsureBinaries makes sure the pinned control plane exists under
+// _output/bin, building it with `make controlplane` when any part is
+// missing. It fails loudly rather than letting tests skip.
 func EnsureBinaries(root string) (string, error) {
 	dir := filepath.Join(root, "_output", "bin")
 	missing := false
-	for _, b := range []string{"kube-apiserver", "etcd"} {
+	for _, b := range binaries {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			missing = true
 		}

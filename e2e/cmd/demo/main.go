@@ -1,8 +1,11 @@
-// Command demo starts a throwaway control plane (kube-apiserver + etcd on
-// loopback), installs the PodToIp CRD, creates a few pods with IPs, runs
-// podtoip-controller against it and shows `kubectl get ptp -A` catching up.
-// It keeps running until Ctrl-C, SIGTERM or SIGHUP (or until nothing reads
-// its output any more), then stops everything it started and removes its
+// Command demo starts a throwaway simulated cluster on loopback
+// (kube-apiserver + etcd, kube-controller-manager, kube-scheduler, and kwok
+// playing the kubelets of three fake nodes, one of them dual-stack),
+// installs the PodToIp CRD, runs podtoip-controller against it, deploys a
+// first workload and shows `kubectl get ptp -A` following it. Then it tells
+// the user how to drive the cluster with ordinary kubectl commands, and
+// keeps running until Ctrl-C, SIGTERM or SIGHUP (or until nothing reads its
+// output any more); then it stops everything it started and removes its
 // files. A run that could not clean up (killed with SIGKILL) is cleaned up
 // by the next one.
 package main
@@ -12,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -23,23 +27,21 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"example.com/podtoip-controller/e2e/controlplane"
 )
 
-type demoPod struct {
-	ns, name, node string
-	ips            []string
-	hostNetwork    bool
-}
-
-var demoPods = []demoPod{
-	{"default", "web-0", "node-1", []string{"10.244.1.7"}, false},
-	{"default", "web-1", "node-2", []string{"10.244.2.9", "fd00::2:9"}, false},
-	{"shop", "cart-0", "node-1", []string{"10.244.1.12"}, false},
-	{"shop", "db-0", "node-2", []string{"10.244.2.20"}, false},
-	{"kube-system", "node-agent-1", "node-1", []string{"172.18.0.2"}, true},
-}
+// The first workload: a Deployment the demo creates the way a user would,
+// whose pods the scheduler spreads over the nodes.
+const (
+	demoNamespace = "shop"
+	demoApp       = "cart"
+	demoReplicas  = 4
+	pauseImage    = "registry.k8s.io/pause:3.10"
+)
 
 // out is where the demo talks to the user; run replaces it with a console
 // that notices when nobody reads any more.
@@ -96,43 +98,38 @@ func run() (err error) {
 		}
 	}()
 
-	step("Starting a throwaway kube-apiserver + etcd on 127.0.0.1 (files in " + dir + ")")
+	step("Starting a simulated cluster on 127.0.0.1 (files in " + dir + "):\n" +
+		"    kube-apiserver + etcd, kube-controller-manager, kube-scheduler, and kwok as the kubelets\n" +
+		"    of 3 fake nodes (node-3 dual-stack). Pods are scheduled and get addresses; no container runs.")
 	logFile, err := os.Create(filepath.Join(dir, "controlplane.log"))
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
-	cp, err := controlplane.Start(controlplane.Options{Output: logFile})
+	cl, err := controlplane.StartCluster(ctx, controlplane.ClusterOptions{Output: logFile})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		step("Stopping the control plane and removing its files")
-		_ = cp.Stop()
+		step("Stopping the simulated cluster and removing its files")
+		_ = cl.Stop()
 	}()
+	show(ctx, cl, "kubectl get nodes -o wide", "get", "nodes", "-o", "custom-columns=NAME:.metadata.name,READY:.status.conditions[?(@.type==\"Ready\")].status,INTERNAL-IP:.status.addresses[?(@.type==\"InternalIP\")].address,POD-CIDRS:.spec.podCIDRs")
 
 	step("Installing the CRD: kubectl apply -f artifacts/crd.yaml")
-	if err := cp.InstallCRD(ctx); err != nil {
+	if err := cl.InstallCRD(ctx); err != nil {
 		return err
 	}
 
-	step("Creating demo pods and giving them IPs (there is no kubelet here, so the demo writes pod status itself)")
-	for _, p := range demoPods {
-		if err := createPod(ctx, cp, p); err != nil {
-			return err
-		}
-	}
-	show(ctx, cp, "kubectl get pods -A -o wide", "get", "pods", "-A", "-o", "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,IP:.status.podIP,NODE:.spec.nodeName")
-
 	// Port 0 on loopback: metrics and probes get free ports that only this
 	// machine can reach, read back from the controller's log.
-	args := []string{"--kubeconfig", cp.Kubeconfig, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}
+	args := []string{"--kubeconfig", cl.Kubeconfig, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}
 	step("Starting the controller: bin/podtoip-controller " + strings.Join(args, " "))
-	cmd := exec.Command(filepath.Join(cp.Root, "bin", "podtoip-controller"), args...)
+	cmd := exec.Command(filepath.Join(cl.Root, "bin", "podtoip-controller"), args...)
 	// Ctrl-C signals the terminal's whole foreground process group. In a
 	// group of its own, the controller gets only the SIGTERM sent below; a
 	// SIGINT as well would be a second signal, which makes it exit at once.
-	// (envtest starts kube-apiserver and etcd in their own groups too.)
+	// (The cluster's processes run in their own groups too.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	ctrl, err := controlplane.StartCmd(cmd, "")
 	if err != nil {
@@ -143,53 +140,80 @@ func run() (err error) {
 		code, err := ctrl.Stop(15 * time.Second)
 		fmt.Fprintf(out, "controller exited with code %d %v\n", code, errOrEmpty(err))
 	}()
-
 	addrs, err := servingAddresses(ctx, ctrl)
 	if err != nil {
 		fmt.Fprintln(out, ctrl.Output())
 		return err
 	}
-	if err := waitForMirrors(ctx, cp, len(demoPods)); err != nil {
+
+	step(fmt.Sprintf("Deploying a first workload: kubectl create namespace %s; kubectl -n %s create deployment %s --image=%s --replicas=%d",
+		demoNamespace, demoNamespace, demoApp, pauseImage, demoReplicas))
+	if _, err := cl.Kubectl(ctx, "create", "namespace", demoNamespace); err != nil {
+		return err
+	}
+	if err := waitForServiceAccount(ctx, cl, demoNamespace); err != nil {
+		return err
+	}
+	if _, err := cl.Kubectl(ctx, "-n", demoNamespace, "create", "deployment", demoApp, "--image="+pauseImage, fmt.Sprintf("--replicas=%d", demoReplicas)); err != nil {
+		return err
+	}
+	if _, err := cl.Kubectl(ctx, "-n", demoNamespace, "rollout", "status", "deployment/"+demoApp, "--timeout=2m"); err != nil {
+		return err
+	}
+	if err := waitForMirrors(ctx, cl); err != nil {
 		fmt.Fprintln(out, ctrl.Output())
 		return err
 	}
-	show(ctx, cp, "kubectl get ptp -A", "get", "ptp", "-A")
-	show(ctx, cp, "Who has 10.244.2.20?  kubectl get ptp -A --field-selector podAddress=10.244.2.20",
-		"get", "ptp", "-A", "--field-selector", "podAddress=10.244.2.20")
+	show(ctx, cl, "kubectl get pods -A -o wide", "get", "pods", "-A", "-o", "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,IPS:.status.podIPs[*].ip,NODE:.spec.nodeName")
+	show(ctx, cl, "kubectl get ptp -A", "get", "ptp", "-A")
+	ip, err := someAddress(ctx, cl)
+	if err != nil {
+		return err
+	}
+	show(ctx, cl, "Who has "+ip+"?  kubectl get ptp -A --field-selector podAddress="+ip,
+		"get", "ptp", "-A", "--field-selector", "podAddress="+ip)
 
-	step("Changing web-0's IP to 10.244.1.8 and deleting db-0")
-	if err := setIPs(ctx, cp, demoPods[0], "10.244.1.8"); err != nil {
+	step(fmt.Sprintf("Scaling %s to 2 replicas: kubectl -n %s scale deployment %s --replicas=2", demoApp, demoNamespace, demoApp))
+	if _, err := cl.Kubectl(ctx, "-n", demoNamespace, "scale", "deployment", demoApp, "--replicas=2"); err != nil {
 		return err
 	}
-	if err := cp.Kube.CoreV1().Pods("shop").Delete(ctx, "db-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+	if _, err := cl.Kubectl(ctx, "-n", demoNamespace, "rollout", "status", "deployment/"+demoApp, "--timeout=2m"); err != nil {
 		return err
 	}
-	if err := waitForMirrors(ctx, cp, len(demoPods)-1); err != nil {
+	if err := waitForMirrors(ctx, cl); err != nil {
 		return err
 	}
-	show(ctx, cp, "kubectl get ptp -A", "get", "ptp", "-A")
+	show(ctx, cl, "kubectl get ptp -A", "get", "ptp", "-A")
 
 	fmt.Fprintf(out, `
-The control plane keeps running. Point your own kubectl at it:
+The cluster keeps running. Point your own kubectl at it:
 
     export KUBECONFIG=%s
-    kubectl get ptp -A
-    kubectl get ptp -A --field-selector podAddress=10.244.1.8
-    kubectl get ptp -A --field-selector nodeName=node-2
 
-Create pods and set their IPs to watch mirrors appear (the demo has no kubelet):
+Watch the mirrors in one terminal:
 
-    kubectl run demo --image=registry.k8s.io/pause:3.10
-    kubectl patch pod demo --subresource=status --type=merge \
-      -p '{"status":{"phase":"Running","podIP":"10.244.3.3","podIPs":[{"ip":"10.244.3.3"}]}}'
+    kubectl get ptp -A -w
+
+and drive the cluster in another, as you would a real one:
+
+    kubectl create deployment web --image=nginx --replicas=3
+    kubectl scale deployment web --replicas=6
+    kubectl delete pod -l app=web --wait=false      # replacements get new names; freed addresses are reused at once
+    kubectl get ptp -A --field-selector podAddress=%s
+    kubectl get ptp -A --field-selector nodeName=node-3
+    kubectl delete namespace %s
+
+The nodes are kwok's: pods are scheduled, become Running and get addresses
+from their node's pod CIDRs, but no container runs and nothing can be
+reached at those addresses (there is no network between pods).
 
 The controller's metrics and readiness:
 
     curl -s http://%s/metrics | grep ^podtoip_
     curl http://%s/readyz
 
-Press Ctrl-C to stop the controller and the control plane and remove their files.
-`, cp.Kubeconfig, addrs["metrics"], addrs["health probes"])
+Press Ctrl-C to stop the controller and the cluster and remove their files.
+`, cl.Kubeconfig, ip, demoNamespace, addrs["metrics"], addrs["health probes"])
 
 	<-ctx.Done()
 	fmt.Fprintln(out)
@@ -224,98 +248,85 @@ func errOrEmpty(err error) string {
 	return ""
 }
 
-func show(ctx context.Context, cp *controlplane.ControlPlane, title string, args ...string) {
-	res, err := cp.Kubectl(ctx, args...)
+func show(ctx context.Context, cl *controlplane.Cluster, title string, args ...string) {
+	res, err := cl.Kubectl(ctx, args...)
 	fmt.Fprintf(out, "\n$ %s\n%s", title, res)
 	if err != nil {
 		fmt.Fprintln(out, err)
 	}
 }
 
-func createPod(ctx context.Context, cp *controlplane.ControlPlane, p demoPod) error {
-	if p.ns != "default" && p.ns != "kube-system" {
-		if _, err := cp.Kube.CoreV1().Namespaces().Get(ctx, p.ns, metav1.GetOptions{}); err != nil {
-			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns}}
-			if _, err := cp.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-				return err
-			}
-		}
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns},
-		Spec: corev1.PodSpec{
-			NodeName:    p.node,
-			HostNetwork: p.hostNetwork,
-			Containers:  []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
-		},
-	}
-	if _, err := cp.Kube.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating pod %s/%s: %w", p.ns, p.name, err)
-	}
-	return setIPs(ctx, cp, p, p.ips...)
+// waitForServiceAccount waits for the namespace's default ServiceAccount,
+// which the controller manager creates: pods cannot be created before it.
+func waitForServiceAccount(ctx context.Context, cl *controlplane.Cluster, ns string) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cl.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
 }
 
-func setIPs(ctx context.Context, cp *controlplane.ControlPlane, p demoPod, ips ...string) error {
-	pod, err := cp.Kube.CoreV1().Pods(p.ns).Get(ctx, p.name, metav1.GetOptions{})
+// someAddress returns the address of one of the first workload's pods.
+func someAddress(ctx context.Context, cl *controlplane.Cluster) (string, error) {
+	pods, err := cl.Kube.CoreV1().Pods(demoNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + demoApp})
 	if err != nil {
-		return err
-	}
-	pod.Status.Phase = corev1.PodRunning
-	pod.Status.PodIP = ips[0]
-	pod.Status.PodIPs = nil
-	for _, ip := range ips {
-		pod.Status.PodIPs = append(pod.Status.PodIPs, corev1.PodIP{IP: ip})
-	}
-	_, err = cp.Kube.CoreV1().Pods(p.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-	return err
-}
-
-// waitForMirrors prints `kubectl get ptp -A` as it changes until it shows
-// want mirrors matching the pods.
-func waitForMirrors(ctx context.Context, cp *controlplane.ControlPlane, want int) error {
-	deadline := time.Now().Add(time.Minute)
-	last := ""
-	for time.Now().Before(deadline) {
-		listing, err := cp.Kubectl(ctx, "get", "ptp", "-A", "--no-headers", "-o", "custom-columns=NS:.metadata.namespace,POD:.podName,ADDRESS:.podAddress")
-		if err != nil && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if listing != last {
-			n := 0
-			if s := strings.TrimSpace(listing); s != "" && !strings.HasPrefix(s, "No resources") {
-				n = len(strings.Split(s, "\n"))
-			}
-			fmt.Fprintf(out, "  ... %d of %d mirrors\n", n, want)
-			last = listing
-			if n == want && mirrorsMatchPods(ctx, cp) {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("mirrors did not catch up within a minute")
-}
-
-func mirrorsMatchPods(ctx context.Context, cp *controlplane.ControlPlane) bool {
-	pods, err := cp.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return false
-	}
-	listing, err := cp.Kubectl(ctx, "get", "ptp", "-A", "--no-headers", "-o", "custom-columns=NS:.metadata.namespace,POD:.podName,ADDRESS:.podAddress")
-	if err != nil {
-		return false
+		return "", err
 	}
 	for _, p := range pods.Items {
-		if p.Status.PodIP != "" && !strings.Contains(listing, p.Namespace) {
-			return false
-		}
-		if p.Status.PodIP != "" && !strings.Contains(listing, p.Status.PodIP) {
-			return false
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			return p.Status.PodIP, nil
 		}
 	}
-	return true
+	return "", fmt.Errorf("no pod of deployment %s has an address", demoApp)
 }
+
+// waitForMirrors prints the number of mirrors as it changes until every
+// pod that should have a mirror has one with its address, and no other
+// mirror is left.
+func waitForMirrors(ctx context.Context, cl *controlplane.Cluster) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	last := ""
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		have, want, err := mirrorState(ctx, cl)
+		if err != nil {
+			return false, nil
+		}
+		if progress := fmt.Sprintf("  ... %d of %d mirrors", len(have), len(want)); progress != last {
+			fmt.Fprintln(out, progress)
+			last = progress
+		}
+		return maps.Equal(have, want), nil
+	})
+	if err != nil {
+		return fmt.Errorf("mirrors did not catch up with the pods within a minute: %w", err)
+	}
+	return nil
+}
+
+// mirrorState returns the mirrors ("ns/name" -> address) and what they
+// should be according to the pods: those with an address that are neither
+// terminating nor finished.
+func mirrorState(ctx context.Context, cl *controlplane.Cluster) (have, want map[string]string, err error) {
+	pods, err := cl.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	want = map[string]string{}
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			want[p.Namespace+"/"+p.Name] = p.Status.PodIP
+		}
+	}
+	list, err := cl.Dynamic.Resource(ptpGVR).Namespace("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	have = map[string]string{}
+	for _, m := range list.Items {
+		addr, _, _ := unstructured.NestedString(m.Object, "podAddress")
+		have[m.GetNamespace()+"/"+m.GetName()] = addr
+	}
+	return have, want, nil
+}
+
+var ptpGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "podtoips"}
