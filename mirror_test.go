@@ -27,11 +27,12 @@ func desiredOf(p *podInfo) *PodToIp {
 	return m
 }
 
-// podStore is the pod cache of the unit tests: it stores slimmed pods.
+// podStore is the pod cache of the unit tests: it stores slimmed pods,
+// indexed by address as NewController indexes the informer's.
 type podStore struct{ cache.Indexer }
 
 func newPodStore() podStore {
-	return podStore{cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})}
+	return podStore{cache.NewIndexer(cache.MetaNamespaceKeyFunc, podIndexers())}
 }
 func (s podStore) Add(p *corev1.Pod) error    { return s.Indexer.Add(toPodInfo(p)) }
 func (s podStore) Update(p *corev1.Pod) error { return s.Indexer.Update(toPodInfo(p)) }
