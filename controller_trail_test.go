@@ -148,9 +148,11 @@ func TestTrailOneLinePerWrite(t *testing.T) {
 		if prev, ok := l["previousPodIPs"]; ok != (w.previous != nil) || (ok && fmt.Sprint(prev) != fmt.Sprint(w.previous)) {
 			t.Errorf("line %d previousPodIPs = %v (present %v), want %v", i, prev, ok, w.previous)
 		}
-		observed, err := time.Parse(time.RFC3339Nano, fmt.Sprint(l["observed"]))
-		if err != nil || observed.Before(before) || observed.After(after) || observed.Location() != time.UTC {
-			t.Errorf("line %d observed = %v (%v), want an RFC 3339 UTC time within the test", i, l["observed"], err)
+		s := fmt.Sprint(l["observed"])
+		observed, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil || observed.Before(before) || observed.After(after) || observed.Location() != time.UTC ||
+			len(s) != len("2006-01-02T15:04:05.123456789Z") {
+			t.Errorf("line %d observed = %v (%v), want an RFC 3339 UTC time with nine fractional digits within the test", i, l["observed"], err)
 		}
 	}
 }

@@ -28,8 +28,13 @@ import (
 //	podIPv6        the IPv6 address, "" if none
 //	hostNetwork    the addresses are the node's, shared
 //	previousPodIPs (changed only) the addresses before the change
-//	observed       when the controller read the state it acted on (RFC 3339, UTC)
+//	observed       when the controller read the state it acted on: RFC 3339
+//	               in UTC with nine fractional digits, so that comparing two
+//	               as strings (as jq does) compares them as times
 const trailMessage = "PodToIp trail"
+
+// trailTimeFormat is the fixed-width layout of "observed".
+const trailTimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 
 // Trail events.
 const (
@@ -66,7 +71,7 @@ func logTrail(ctx context.Context, event string, m *PodToIp, previous []string, 
 		previous, _, _ = canonicalList(previous)
 		kv = append(kv, "previousPodIPs", previous)
 	}
-	kv = append(kv, "observed", observed.UTC().Format(time.RFC3339Nano))
+	kv = append(kv, "observed", observed.UTC().Format(trailTimeFormat))
 	klog.FromContext(ctx).Info(trailMessage, kv...)
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	netutils "k8s.io/utils/net"
 
 	"example.com/podtoip-controller/e2e/controlplane"
 )
@@ -62,11 +63,13 @@ func (c *convergence) note(format string, args ...any) {
 // resourceVersion at creation), to prove the controller never changed them.
 type foreignObjects map[string]string
 
-// wantsMirror is the specification, written independently of the product:
-// a pod has a mirror iff it has an IP, is not terminating and not terminal.
+// podWantsMirror is the specification, written independently of the
+// product: a pod has a mirror iff it has an IP, is not terminating and not
+// terminal, and each of its addresses is an IP address.
 func podWantsMirror(p *corev1.Pod) bool {
+	_, ok := expectedAddresses(p)
 	return p.Status.PodIP != "" && p.DeletionTimestamp == nil &&
-		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && ok
 }
 
 func podIPList(p *corev1.Pod) []string {
@@ -78,6 +81,55 @@ func podIPList(p *corev1.Pod) []string {
 		ips = []string{p.Status.PodIP}
 	}
 	return ips
+}
+
+// addresses is what a mirror says about a pod's addresses.
+type addresses struct {
+	address  string
+	ips      []string
+	v4, v6   string
+	hostNet  bool
+	describe string
+}
+
+// canonical is the form every mirrored address must have: the one the API
+// server's own warnings recommend for a pod address (netutils.ParseIPSloppy
+// reads it, net.IP.String prints it: no leading zeros, an IPv4-mapped IPv6
+// address as its IPv4 address, IPv6 as RFC 5952). ok is false for what is
+// not an IP.
+func canonical(s string) (ip string, v4 bool, ok bool) {
+	parsed := netutils.ParseIPSloppy(s)
+	if parsed == nil {
+		return "", false, false
+	}
+	return parsed.String(), parsed.To4() != nil, true
+}
+
+// expectedAddresses is the specification of a mirror's address fields:
+// podAddress is status.podIP, podIPs all of status.podIPs in order (podIP
+// alone when it is unset), podIPv4 and podIPv6 the entry of each family,
+// every one canonical; hostNetwork is spec.hostNetwork. ok is false if an
+// address is not an IP (no mirror then).
+func expectedAddresses(p *corev1.Pod) (addresses, bool) {
+	a := addresses{hostNet: p.Spec.HostNetwork}
+	var ok bool
+	if a.address, _, ok = canonical(p.Status.PodIP); !ok {
+		return a, false
+	}
+	for _, raw := range podIPList(p) {
+		ip, v4, ok := canonical(raw)
+		if !ok {
+			return a, false
+		}
+		a.ips = append(a.ips, ip)
+		if v4 && a.v4 == "" {
+			a.v4 = ip
+		} else if !v4 && a.v6 == "" {
+			a.v6 = ip
+		}
+	}
+	a.describe = fmt.Sprintf("address=%s ips=%v v4=%s v6=%s hostNetwork=%v", a.address, a.ips, a.v4, a.v6, a.hostNet)
+	return a, true
 }
 
 // measureConvergence lists the pods and PodToIps of the namespaces on on
@@ -134,10 +186,12 @@ func measureConvergence(ctx context.Context, on *controlplane.ControlPlane, fore
 			}
 			ownerOK := len(m.OwnerReferences) == 1 && m.OwnerReferences[0].UID == pod.UID &&
 				m.OwnerReferences[0].Kind == "Pod" && m.OwnerReferences[0].Name == pod.Name
-			if m.PodAddress != pod.Status.PodIP || !slices.Equal(m.PodIPs, podIPList(pod)) ||
+			want, _ := expectedAddresses(pod)
+			if m.PodAddress != want.address || !slices.Equal(m.PodIPs, want.ips) || m.PodIPv4 != want.v4 || m.PodIPv6 != want.v6 ||
+				m.HostNetwork != want.hostNet ||
 				m.NodeName != pod.Spec.NodeName || m.PodUID != pod.UID || m.PodName != pod.Name || !ownerOK {
 				c.Stale++
-				c.note("stale %s: has %s, pod uid=%s ips=%v node=%s", key, describe(m), pod.UID, podIPList(pod), pod.Spec.NodeName)
+				c.note("stale %s: has %s, pod uid=%s %s node=%s", key, describe(m), pod.UID, want.describe, pod.Spec.NodeName)
 			}
 		}
 		for name, pod := range podByName {
@@ -211,8 +265,12 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 		if labels != nil {
 			meta["labels"] = labels
 		}
+		family := "podIPv4"
+		if strings.Contains(address, ":") {
+			family = "podIPv6"
+		}
 		obj := map[string]any{"apiVersion": "example.com/v1", "kind": "PodToIp", "metadata": meta,
-			"podName": name, "podUID": "no-pod", "podAddress": address, "podIPs": []any{address}}
+			"podName": name, "podUID": "no-pod", "podAddress": address, "podIPs": []any{address}, family: address, "hostNetwork": false}
 		if pod != nil {
 			obj["podUID"] = string(pod.UID)
 			meta["ownerReferences"] = []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": pod.Name,
@@ -241,6 +299,14 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 	put("stale", managed, runningPod(t, ns, "stale", []string{"10.244.90.5"}), "10.244.90.99")
 	put("orphan", managed, nil, "10.244.90.6")
 	runningPod(t, ns, "missing", []string{"10.244.90.7"})
+	// Mirrors right but for one of the fields a mirror gained later: in the
+	// previous release's shape (no podIPv4), and one that misses that its
+	// pod uses the host's network.
+	put("old-shape", managed, runningPod(t, ns, "old-shape", []string{"10.244.90.8"}), "10.244.90.8")
+	if _, err := mirrors(ns).Patch(t.Context(), "old-shape", types.MergePatchType, []byte(`{"podIPv4":null,"hostNetwork":null}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	put("host", managed, runningPod(t, ns, "host", []string{"10.244.90.9"}, hostNetwork()), "10.244.90.9")
 
 	c, err := measureConvergence(t.Context(), cp, foreign, ns)
 	if err != nil {
@@ -248,12 +314,12 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 	}
 	t.Logf("checker: %v", c)
 	counts := func(c convergence) [5]int { return [5]int{c.Missing, c.Stale, c.Orphan, c.ForeignTouched, c.Unmanaged} }
-	want := convergence{Missing: 1, Stale: 1, Orphan: 1, Unmanaged: 2}
+	want := convergence{Missing: 1, Stale: 3, Orphan: 1, Unmanaged: 2}
 	if counts(c) != counts(want) || c.ok() {
 		t.Errorf("checker counts %v, want %+v and not ok", c, want)
 	}
 	for _, d := range []string{"unmanaged " + ns + "/unlabelled", "unmanaged " + ns + "/theirs", "missing " + ns + "/missing",
-		"stale " + ns + "/stale", "orphan " + ns + "/orphan"} {
+		"stale " + ns + "/stale", "stale " + ns + "/old-shape", "stale " + ns + "/host", "orphan " + ns + "/orphan"} {
 		if !slices.ContainsFunc(c.Details, func(s string) bool { return strings.HasPrefix(s, d) }) {
 			t.Errorf("details %q do not name %q", c.Details, d)
 		}
@@ -274,7 +340,7 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 	if c, err = measureConvergence(t.Context(), cp, foreign, ns); err != nil {
 		t.Fatal(err)
 	}
-	if want := (convergence{Missing: 1, Stale: 1, Orphan: 1, ForeignTouched: 1}); counts(c) != counts(want) {
+	if want := (convergence{Missing: 1, Stale: 3, Orphan: 1, ForeignTouched: 1}); counts(c) != counts(want) {
 		t.Errorf("with the unlabelled objects registered and one of them changed: %v, want %+v", c, want)
 	}
 }

@@ -39,7 +39,10 @@ type mirror struct {
 	PodUID            types.UID `json:"podUID"`
 	PodAddress        string    `json:"podAddress"`
 	PodIPs            []string  `json:"podIPs"`
+	PodIPv4           string    `json:"podIPv4"`
+	PodIPv6           string    `json:"podIPv6"`
 	NodeName          string    `json:"nodeName"`
+	HostNetwork       bool      `json:"hostNetwork"`
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -241,11 +244,20 @@ func waitMirror(t *testing.T, ns, name string, what string, ok func(*mirror) boo
 	return last
 }
 
-// waitMirrorIPs waits until the mirror exists with exactly these IPs.
+// waitMirrorIPs waits until the mirror exists with exactly these IPs
+// (canonical, primary first), and each in the field of its family.
 func waitMirrorIPs(t *testing.T, ns, name string, ips ...string) *mirror {
 	t.Helper()
+	var v4, v6 string
+	for _, ip := range ips {
+		if strings.Contains(ip, ":") {
+			v6 = ip
+		} else {
+			v4 = ip
+		}
+	}
 	return waitMirror(t, ns, name, fmt.Sprintf("IPs %v", ips), func(m *mirror) bool {
-		return m != nil && m.PodAddress == ips[0] && fmt.Sprint(m.PodIPs) == fmt.Sprint(ips)
+		return m != nil && m.PodAddress == ips[0] && fmt.Sprint(m.PodIPs) == fmt.Sprint(ips) && m.PodIPv4 == v4 && m.PodIPv6 == v6
 	})
 }
 
@@ -258,8 +270,8 @@ func describe(m *mirror) string {
 	if m == nil {
 		return "<none>"
 	}
-	return fmt.Sprintf("{uid=%s rv=%s labels=%v podUID=%s address=%s ips=%v node=%s owners=%d}",
-		m.UID, m.ResourceVersion, m.Labels, m.PodUID, m.PodAddress, m.PodIPs, m.NodeName, len(m.OwnerReferences))
+	return fmt.Sprintf("{uid=%s rv=%s labels=%v podUID=%s address=%s ips=%v v4=%s v6=%s node=%s hostNetwork=%v owners=%d}",
+		m.UID, m.ResourceVersion, m.Labels, m.PodUID, m.PodAddress, m.PodIPs, m.PodIPv4, m.PodIPv6, m.NodeName, m.HostNetwork, len(m.OwnerReferences))
 }
 
 // podtoipRequests reads the API server's own request counters for podtoips.

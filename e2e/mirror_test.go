@@ -141,8 +141,14 @@ func TestMirrorLifecycle(t *testing.T) {
 	t.Run("hostNetwork pods sharing the node IP are all mirrored", func(t *testing.T) {
 		runningPod(t, ns, "host-a", []string{"10.244.255.1"}, onNode("node-3"), hostNetwork())
 		runningPod(t, ns, "host-b", []string{"10.244.255.1"}, onNode("node-3"), hostNetwork())
-		waitMirrorIPs(t, ns, "host-a", "10.244.255.1")
-		waitMirrorIPs(t, ns, "host-b", "10.244.255.1")
+		for _, name := range []string{"host-a", "host-b"} {
+			if m := waitMirrorIPs(t, ns, name, "10.244.255.1"); !m.HostNetwork {
+				t.Errorf("mirror of hostNetwork pod %s = %s, want hostNetwork true", name, describe(m))
+			}
+		}
+		if m := waitMirrorIPs(t, ns, "dual", "10.244.2.5", "fd00::2:5"); m.HostNetwork {
+			t.Errorf("mirror of a pod on the pod network = %s, want hostNetwork false", describe(m))
+		}
 	})
 }
 
