@@ -108,7 +108,7 @@ func (k *conflictCheck) watchError(ctx context.Context, r *cache.Reflector, err 
 // follow says when a check that was off turns on: its cache synced after
 // all. It returns when that happened or ctx ended.
 func (k *conflictCheck) follow(ctx context.Context) {
-	_ = wait.PollUntilContextCancel(ctx, time.Second, false, func(context.Context) (bool, error) {
+	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
 		return k.informer.HasSynced(), nil
 	})
 	if k.informer.HasSynced() && k.off.Swap(false) {

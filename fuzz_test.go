@@ -304,13 +304,15 @@ type ownedFields struct {
 	PodIPs                        []string
 	PodIPv4, PodIPv6              string
 	HostNetwork                   bool
+	Conflict                      bool
+	ConflictsWith                 []string
 	ManagedBy                     string
 	Owners                        []metav1.OwnerReference
 }
 
 func owned(m *PodToIp) ownedFields {
 	return ownedFields{m.PodName, m.PodAddress, m.NodeName, m.PodUID, m.PodIPs, m.PodIPv4, m.PodIPv6, m.HostNetwork,
-		m.Labels[managedByLabel], m.OwnerReferences}
+		m.Conflict, m.ConflictsWith, m.Labels[managedByLabel], m.OwnerReferences}
 }
 
 // semantic is apimachinery's notion of equality (nil and empty slices and
@@ -367,6 +369,10 @@ func FuzzApplyDesired(f *testing.F) {
 		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(0))
 	f.Add("web", "uid-1", "node-1", "FD00::1", "FD00::1,010.000.000.001", // upgrade: a mirror in the previous release's shape
 		"web", "uid-1", "FD00::1", "FD00::1,010.000.000.001", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "", "", byte(0))
+	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1", // a conflict starts
+		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(8))
+	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1", // a conflict ends
+		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(16|32))
 	f.Fuzz(func(t *testing.T, podName, podUID, podNode, podIP, podIPList string,
 		haveName, haveUID, haveAddr, haveIPs, haveNode, labels, annotations, rv string,
 		nRefs uint8, refAPIVersion, refKind, refName, refUID string, refController, refBlock byte,
@@ -376,7 +382,14 @@ func FuzzApplyDesired(f *testing.F) {
 		}
 		pod := fuzzPod(podName, "ns", podUID, podNode, "Running", podIP, podIPList, false)
 		pod.Spec.HostNetwork = hostNet&1 != 0
-		want, err := desiredMirror(toPodInfo(pod))
+		// Conflicts from the remaining bits of hostNet, without another
+		// fuzzer argument: none, one holder or two, for want and for have.
+		holders := [][]string{nil, {"Pod ns/other"}, {"Node n1", "Service ns/web"}, {}}
+		var conflicts []addressConflict
+		if with := holders[hostNet>>2&3]; with != nil {
+			conflicts = []addressConflict{{address: podIP, holders: with}}
+		}
+		want, err := desiredMirrorWith(toPodInfo(pod), conflicts)
 		if _, _, _, _, ok := specAddresses(pod); !ok {
 			return // no mirror: nothing to apply
 		}
@@ -391,6 +404,7 @@ func FuzzApplyDesired(f *testing.F) {
 			},
 			PodName: haveName, PodUID: types.UID(haveUID), PodAddress: haveAddr, NodeName: haveNode,
 			PodIPv4: haveV4, PodIPv6: haveV6, HostNetwork: hostNet&2 != 0,
+			Conflict: hostNet&16 != 0, ConflictsWith: holders[hostNet>>5&3],
 		}
 		if haveIPs != "" {
 			have.PodIPs = strings.Split(haveIPs, ",")
@@ -435,6 +449,7 @@ func FuzzApplyDesired(f *testing.F) {
 		expect.PodName, expect.PodUID, expect.PodAddress, expect.PodIPs, expect.NodeName =
 			want.PodName, want.PodUID, want.PodAddress, want.PodIPs, want.NodeName
 		expect.PodIPv4, expect.PodIPv6, expect.HostNetwork = want.PodIPv4, want.PodIPv6, want.HostNetwork
+		expect.Conflict, expect.ConflictsWith = want.Conflict, want.ConflictsWith
 		if !reflect.DeepEqual(out, expect) {
 			t.Fatalf("applyDesired = %+v\nwant %+v", out, expect)
 		}
