@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -15,7 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
@@ -578,5 +582,62 @@ func TestConflictCheckTurnsOffOnRefusal(t *testing.T) {
 				t.Errorf("synced: synced=%v enabled=%v off=%v", k.synced(), k.enabled(), k.off.Load())
 			}
 		})
+	}
+}
+
+// TestInformersAsMainBuildsThem runs the controller on the informers main
+// builds (on a fake clientset): the indexes, transforms and handlers must
+// fit together, and a pod on a node's address, another on a Service's, and
+// two on one address must be found in conflict.
+func TestInformersAsMainBuildsThem(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	kube := fake.NewClientset(
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.2"}}}},
+		&networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.0.0.9"}, Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "ns", Name: "web"}}},
+		podAt("on-node", "172.18.0.2"), podAt("on-svc", "10.0.0.9"), podAt("a", "10.1.0.1"), podAt("b", "10.1.0.1"), podAt("alone", "10.1.0.2"),
+	)
+	pods, err := newPodInformer(kube, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks, err := newConflictChecks(kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrorInf := cache.NewSharedIndexInformer(newMemoryLW(&PodToIpList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}), &PodToIp{}, 0, cache.Indexers{})
+	client := &fakeMirrors{}
+	rec := &recordingMirrors{fakeMirrors: client}
+	c, err := NewController(ctx, rec, pods, mirrorInf, record.NewFakeRecorder(10), checks...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for _, inf := range []cache.SharedIndexInformer{pods, mirrorInf, checks[0].informer, checks[1].informer} {
+		wg.Go(func() { inf.RunWithContext(ctx) })
+	}
+	wg.Go(func() { _ = c.Run(ctx, 2) })
+	want := map[string][]string{"on-node": {"Node n1"}, "on-svc": {"Service ns/web"}, "a": {"Pod ns/b"}, "b": {"Pod ns/a"}, "alone": nil}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		client.mu.Lock()
+		defer client.mu.Unlock()
+		return len(client.actions) == len(want), nil
+	}); err != nil {
+		t.Fatalf("writes: %v", client.actions)
+	}
+	client.mu.Lock()
+	defer client.mu.Unlock()
+	for _, m := range rec.written {
+		if w := want[m.Name]; m.Conflict != (w != nil) || !slices.Equal(m.ConflictsWith, w) {
+			t.Errorf("%s: conflict=%v conflictsWith=%q, want %q", m.Name, m.Conflict, m.ConflictsWith, w)
+		}
+	}
+	for _, k := range checks {
+		if !k.enabled() {
+			t.Errorf("check %s is not on", k.name)
+		}
 	}
 }

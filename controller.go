@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -105,7 +106,7 @@ type foreignReport struct {
 // nodes check's informer slimNode and a services check's slimIPAddress.
 func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer cache.SharedIndexInformer,
 	mirrorInformer cache.SharedIndexInformer, recorder record.EventRecorder, checks ...*conflictCheck) (*Controller, error) {
-	if err := podInformer.AddIndexers(podIndexers()); err != nil {
+	if err := ensureIndexers(podInformer, podIndexers()); err != nil {
 		return nil, fmt.Errorf("adding the pod address index: %w", err)
 	}
 	c := &Controller{
@@ -143,7 +144,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 		var handler cache.ResourceEventHandlerFuncs
 		switch k.name {
 		case checkNodes:
-			if err := k.informer.AddIndexers(cache.Indexers{addressIndex: nodeAddressIndexFunc}); err != nil {
+			if err := ensureIndexers(k.informer, cache.Indexers{addressIndex: nodeAddressIndexFunc}); err != nil {
 				return nil, fmt.Errorf("adding the node address index: %w", err)
 			}
 			c.nodes = k.informer.GetIndexer()
@@ -160,6 +161,26 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 		c.checks = append(c.checks, k)
 	}
 	return c, nil
+}
+
+// ensureIndexers adds the indexes of want that inf does not have yet. An
+// informer built without any index cannot take one later (client-go's
+// store has no index map to add to), so main builds them with theirs.
+func ensureIndexers(inf cache.SharedIndexInformer, want cache.Indexers) error {
+	have := inf.GetIndexer().GetIndexers()
+	missing := cache.Indexers{}
+	for name, fn := range want {
+		if _, ok := have[name]; !ok {
+			missing[name] = fn
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if have == nil {
+		return fmt.Errorf("the informer was built without indexers; build it with %v", slices.Sorted(maps.Keys(want)))
+	}
+	return inf.AddIndexers(missing)
 }
 
 // The event handlers only filter and enqueue; all decisions are made in

@@ -253,9 +253,9 @@ func run(ctx context.Context, o options) error {
 }
 
 // newPodInformer builds the pod informer. Its cache keys pods by
-// namespace/name (the controller never lists by namespace, so it has no
-// namespace index; NewController adds the address index) and holds
-// podInfo, not Pods.
+// namespace/name and indexes them by address (the controller never lists
+// by namespace, so it has no namespace index), and holds podInfo, not
+// Pods.
 func newPodInformer(kube kubernetes.Interface, namespace string) (cache.SharedIndexInformer, error) {
 	pods := kube.CoreV1().Pods(namespace)
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
@@ -264,7 +264,7 @@ func newPodInformer(kube kubernetes.Interface, namespace string) (cache.SharedIn
 		},
 		WatchFuncWithContext: pods.Watch,
 	}, kube)
-	inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), &corev1.Pod{}, cache.SharedIndexInformerOptions{})
+	inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), &corev1.Pod{}, cache.SharedIndexInformerOptions{Indexers: podIndexers()})
 	if err := inf.SetTransform(slimPod); err != nil {
 		return nil, fmt.Errorf("setting the pod transform: %w", err)
 	}
@@ -284,22 +284,23 @@ func newConflictChecks(kube kubernetes.Interface) ([]*conflictCheck, error) {
 		lw        *cache.ListWatch
 		obj       runtime.Object
 		transform cache.TransformFunc
+		indexers  cache.Indexers
 	}{
 		{checkNodes, &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return nodes.List(ctx, opts)
 			},
 			WatchFuncWithContext: nodes.Watch,
-		}, &corev1.Node{}, slimNode},
+		}, &corev1.Node{}, slimNode, cache.Indexers{addressIndex: nodeAddressIndexFunc}},
 		{checkServices, &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return addrs.List(ctx, opts)
 			},
 			WatchFuncWithContext: addrs.Watch,
-		}, &networkingv1.IPAddress{}, slimIPAddress},
+		}, &networkingv1.IPAddress{}, slimIPAddress, cache.Indexers{}},
 	} {
 		lw := cache.ToListWatcherWithWatchListSemantics(spec.lw, kube)
-		inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), spec.obj, cache.SharedIndexInformerOptions{})
+		inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), spec.obj, cache.SharedIndexInformerOptions{Indexers: spec.indexers})
 		if err := inf.SetTransform(spec.transform); err != nil {
 			return nil, fmt.Errorf("setting the %s transform: %w", spec.name, err)
 		}
