@@ -40,10 +40,9 @@ import (
 // rest of the mirror: desired = f(pod, the other holders of its addresses).
 
 const (
-	// addressIndex indexes the pod cache by the canonical addresses of the
-	// pods that count as holders (heldAddresses), and the node cache by the
-	// nodes' addresses: a reconcile finds the other holders of an address
-	// with one lookup, never a scan.
+	// addressIndex indexes the node cache by the nodes' addresses: a
+	// reconcile finds the nodes holding an address with one lookup, never a
+	// scan. Pods are found in a holderIndex.
 	addressIndex = "address"
 
 	// maxConflictsListed bounds conflictsWith, as the CRD does (maxItems):
@@ -92,17 +91,100 @@ func heldAddresses(pod *podInfo) []string {
 	return out
 }
 
-// podAddressIndexFunc is the pod cache's addressIndex.
-func podAddressIndexFunc(obj any) ([]string, error) {
-	if pod, ok := obj.(*podInfo); ok {
-		return heldAddresses(pod), nil
-	}
-	return nil, nil
+// holderIndex finds the pods that hold an address (heldAddresses), for
+// each canonical address: a reconcile finds the other holders of its pod's
+// addresses with one lookup each, never a scan.
+//
+// It is not an index of the pod cache (cache.Indexers) for its cost: an
+// informer's index keeps a set (a map) per value, about 300 bytes per pod
+// when nearly every address has one holder, 3 MB at 10,000 pods, a fifth of
+// the controller's live heap. Here an address with one holder is one map
+// entry whose key and value share the cached pod's strings, about 90 bytes
+// per pod (measured), and only the rare shared address has a list. It is kept by the pod event
+// handlers, before they queue anyone, so a holder is indexed by the time
+// the reconciles its arrival causes run; a reconcile reads the pods it
+// names from the cache and keeps only those that hold the address there, so
+// a lookup is never more than the cache says.
+type holderIndex struct {
+	mu sync.RWMutex
+	// one is a holder of each address that has one.
+	one map[string]cache.ObjectName
+	// more are the other holders of the addresses that have several.
+	more map[string][]cache.ObjectName
 }
 
-// podIndexers are the pod cache's indexes.
-func podIndexers() cache.Indexers {
-	return cache.Indexers{addressIndex: podAddressIndexFunc}
+func newHolderIndex() *holderIndex {
+	return &holderIndex{one: map[string]cache.ObjectName{}, more: map[string][]cache.ObjectName{}}
+}
+
+// move records that the pod key held the addresses was and now holds is
+// (either may be empty: a pod that came or went).
+func (x *holderIndex) move(key cache.ObjectName, was, is []string) {
+	if x == nil || (len(was) == 0 && len(is) == 0) {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, addr := range was {
+		if !slices.Contains(is, addr) {
+			x.removeLocked(addr, key)
+		}
+	}
+	for _, addr := range is {
+		if !slices.Contains(was, addr) {
+			x.addLocked(addr, key)
+		}
+	}
+}
+
+func (x *holderIndex) addLocked(addr string, key cache.ObjectName) {
+	first, ok := x.one[addr]
+	switch {
+	case !ok:
+		x.one[addr] = key
+	case first == key || slices.Contains(x.more[addr], key):
+	default:
+		x.more[addr] = append(x.more[addr], key)
+	}
+}
+
+func (x *holderIndex) removeLocked(addr string, key cache.ObjectName) {
+	others := x.more[addr]
+	if x.one[addr] == key {
+		if len(others) == 0 {
+			delete(x.one, addr)
+			return
+		}
+		x.one[addr], others = others[0], others[1:]
+	} else if i := slices.Index(others, key); i >= 0 {
+		others = slices.Delete(slices.Clone(others), i, i+1)
+	}
+	if len(others) == 0 {
+		delete(x.more, addr)
+	} else {
+		x.more[addr] = others
+	}
+}
+
+// holders returns the pods indexed as holding addr.
+func (x *holderIndex) holders(addr string) []cache.ObjectName {
+	if x == nil {
+		return nil
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	first, ok := x.one[addr]
+	if !ok {
+		return nil
+	}
+	return append([]cache.ObjectName{first}, x.more[addr]...)
+}
+
+// size returns the number of addresses indexed.
+func (x *holderIndex) size() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.one)
 }
 
 // nodeInfo is what the controller keeps of a Node: its name and its
@@ -234,17 +316,19 @@ func (c *Controller) conflictsOf(key cache.ObjectName, pod *podInfo) ([]addressC
 	if len(addrs) == 0 {
 		return nil, nil
 	}
-	self := key.String()
 	var out []addressConflict
 	for _, addr := range addrs {
 		var holders []string
-		podKeys, err := c.pods.IndexKeys(addressIndex, addr)
-		if err != nil {
-			return nil, fmt.Errorf("looking up the pods holding %s: %w", addr, err)
-		}
-		for _, k := range podKeys {
-			if k != self {
-				holders = append(holders, holderPod+" "+k)
+		for _, k := range c.holders.holders(addr) {
+			if k == key {
+				continue
+			}
+			other, err := c.cachedPod(k)
+			if err != nil {
+				return nil, err
+			}
+			if other != nil && slices.Contains(heldAddresses(other), addr) {
+				holders = append(holders, holderPod+" "+k.String())
 			}
 		}
 		if c.ipAddresses != nil {
@@ -277,21 +361,14 @@ func (c *Controller) conflictsOf(key cache.ObjectName, pod *podInfo) ([]addressC
 // enqueueHoldersOf queues the pods that hold any of addrs, except except:
 // their conflicts may have changed because another holder of the address
 // came, went or changed. Nothing is looked up while the workers do not run.
-func (c *Controller) enqueueHoldersOf(except string, addrs ...[]string) {
+func (c *Controller) enqueueHoldersOf(except cache.ObjectName, addrs ...[]string) {
 	if !c.active.Load() {
 		return
 	}
 	for _, list := range addrs {
 		for _, addr := range list {
-			keys, err := c.pods.IndexKeys(addressIndex, addr)
-			if err != nil {
-				continue // no index (unit tests without one): nothing to find
-			}
-			for _, k := range keys {
-				if k == except {
-					continue
-				}
-				if key, err := cache.ParseObjectName(k); err == nil {
+			for _, key := range c.holders.holders(addr) {
+				if key != except {
 					c.queue.Add(key)
 				}
 			}
@@ -305,7 +382,7 @@ func (c *Controller) enqueueHoldersOf(except string, addrs ...[]string) {
 
 func (c *Controller) addNode(obj any) {
 	if n, ok := obj.(*nodeInfo); ok {
-		c.enqueueHoldersOf("", n.Addresses)
+		c.enqueueHoldersOf(cache.ObjectName{}, n.Addresses)
 	}
 }
 
@@ -315,18 +392,18 @@ func (c *Controller) updateNode(oldObj, newObj any) {
 	if !ok1 || !ok2 || slices.Equal(old.Addresses, cur.Addresses) {
 		return // heartbeats, images, conditions: nothing the check reads
 	}
-	c.enqueueHoldersOf("", old.Addresses, cur.Addresses)
+	c.enqueueHoldersOf(cache.ObjectName{}, old.Addresses, cur.Addresses)
 }
 
 func (c *Controller) deleteNode(obj any) {
 	if n, ok := unwrapTombstone(obj).(*nodeInfo); ok {
-		c.enqueueHoldersOf("", n.Addresses)
+		c.enqueueHoldersOf(cache.ObjectName{}, n.Addresses)
 	}
 }
 
 func (c *Controller) addIPAddress(obj any) {
 	if a, ok := obj.(*ipAddressInfo); ok {
-		c.enqueueHoldersOf("", []string{a.Name})
+		c.enqueueHoldersOf(cache.ObjectName{}, []string{a.Name})
 	}
 }
 
@@ -336,12 +413,12 @@ func (c *Controller) updateIPAddress(oldObj, newObj any) {
 	if !ok1 || !ok2 || old.Holder == cur.Holder {
 		return
 	}
-	c.enqueueHoldersOf("", []string{cur.Name})
+	c.enqueueHoldersOf(cache.ObjectName{}, []string{cur.Name})
 }
 
 func (c *Controller) deleteIPAddress(obj any) {
 	if a, ok := unwrapTombstone(obj).(*ipAddressInfo); ok {
-		c.enqueueHoldersOf("", []string{a.Name})
+		c.enqueueHoldersOf(cache.ObjectName{}, []string{a.Name})
 	}
 }
 

@@ -63,12 +63,77 @@ func TestHeldAddresses(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: heldAddresses = %q, want %q", name, got, tc.want)
 		}
-		if idx, _ := podAddressIndexFunc(toPodInfo(tc.pod)); !slices.Equal(idx, tc.want) {
-			t.Errorf("%s: the pod index holds %q, want %q", name, idx, tc.want)
+	}
+}
+
+// TestHolderIndex checks the index against a plain map of sets, through
+// pods coming, moving between addresses and going, in an order where
+// every address is held by one, two or three pods in turn.
+func TestHolderIndex(t *testing.T) {
+	x := newHolderIndex()
+	spec := map[string]map[cache.ObjectName]bool{}
+	held := map[cache.ObjectName][]string{}
+	key := func(i int) cache.ObjectName { return cache.ObjectName{Namespace: "ns", Name: fmt.Sprint("p", i)} }
+	addrs := []string{"10.1.0.1", "10.1.0.2", "fd00::1"}
+	check := func(step string) {
+		t.Helper()
+		for _, a := range addrs {
+			var want []cache.ObjectName
+			for k := range spec[a] {
+				want = append(want, k)
+			}
+			got := x.holders(a)
+			less := func(a, b cache.ObjectName) int { return strings.Compare(a.String(), b.String()) }
+			slices.SortFunc(want, less)
+			slices.SortFunc(got, less)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s: holders(%s) = %v, want %v", step, a, got, want)
+			}
+		}
+		n := 0
+		for _, set := range spec {
+			if len(set) > 0 {
+				n++
+			}
+		}
+		if x.size() != n || len(x.more) > n {
+			t.Fatalf("%s: %d addresses indexed (%d with several holders), want %d", step, x.size(), len(x.more), n)
 		}
 	}
-	if idx, err := podAddressIndexFunc("not a pod"); idx != nil || err != nil {
-		t.Errorf("indexing something else: %v, %v", idx, err)
+	set := func(i int, is ...string) {
+		k := key(i)
+		x.move(k, held[k], is)
+		for _, a := range held[k] {
+			delete(spec[a], k)
+		}
+		for _, a := range is {
+			if spec[a] == nil {
+				spec[a] = map[cache.ObjectName]bool{}
+			}
+			spec[a][k] = true
+		}
+		held[k] = is
+		check(fmt.Sprintf("p%d -> %v", i, is))
+	}
+	for round := range 3 {
+		for i := range 6 {
+			set(i, addrs[(i+round)%3])
+		}
+		set(0, addrs[0], addrs[2])
+		set(3) // gone
+		set(1, addrs[1])
+		set(4, addrs[0])
+		set(0)
+		set(2, addrs[2], addrs[1])
+	}
+	x.move(key(9), []string{"10.9.9.9"}, nil) // never indexed: nothing happens
+	check("removing what is not there")
+	x.move(key(1), []string{addrs[1]}, []string{addrs[1]})
+	check("no change")
+	var none *holderIndex
+	none.move(key(1), nil, addrs)
+	if none.holders(addrs[0]) != nil {
+		t.Error("a nil index has holders")
 	}
 }
 

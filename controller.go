@@ -56,8 +56,10 @@ type PodToIpsGetter interface {
 type Controller struct {
 	mirrorClient PodToIpsGetter
 
-	pods          cache.Indexer // of *podInfo, indexed by addressIndex
-	podsSynced    cache.InformerSynced
+	pods       cache.Indexer // of *podInfo
+	podsSynced cache.InformerSynced
+	// holders finds the pods holding an address; the pod handlers keep it.
+	holders       *holderIndex
 	mirrors       cache.Indexer
 	mirrorsSynced cache.InformerSynced
 
@@ -106,9 +108,6 @@ type foreignReport struct {
 // nodes check's informer slimNode and a services check's slimIPAddress.
 func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer cache.SharedIndexInformer,
 	mirrorInformer cache.SharedIndexInformer, recorder record.EventRecorder, checks ...*conflictCheck) (*Controller, error) {
-	if err := ensureIndexers(podInformer, podIndexers()); err != nil {
-		return nil, fmt.Errorf("adding the pod address index: %w", err)
-	}
 	c := &Controller{
 		mirrorClient:  mirrorClient,
 		pods:          podInformer.GetIndexer(),
@@ -124,6 +123,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 		foreign:   map[cache.ObjectName]foreignReport{},
 		invalid:   map[cache.ObjectName]types.UID{},
 		conflicts: newConflictLedger(),
+		holders:   newHolderIndex(),
 	}
 	logger := klog.FromContext(ctx)
 	if _, err := podInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
@@ -165,7 +165,8 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 
 // ensureIndexers adds the indexes of want that inf does not have yet. An
 // informer built without any index cannot take one later (client-go's
-// store has no index map to add to), so main builds them with theirs.
+// store has no index map to add to), so main builds the node informer with
+// its index.
 func ensureIndexers(inf cache.SharedIndexInformer, want cache.Indexers) error {
 	have := inf.GetIndexer().GetIndexers()
 	missing := cache.Indexers{}
@@ -195,13 +196,16 @@ func (c *Controller) enqueue(key cache.ObjectName) {
 
 // A pod's conflicts depend on the other holders of its addresses, so a pod
 // that comes, goes, or changes its addresses or whether it counts as a
-// holder also queues the other holders of its old and new addresses.
+// holder is recorded in the holder index (on every replica) and also
+// queues the other holders of its old and new addresses.
 
 func (c *Controller) addPod(obj any) {
 	pod := obj.(*podInfo)
 	key := cache.MetaObjectToName(pod)
+	held := heldAddresses(pod)
+	c.holders.move(key, nil, held)
 	c.enqueue(key)
-	c.enqueueHoldersOf(key.String(), heldAddresses(pod))
+	c.enqueueHoldersOf(key, held)
 }
 
 func (c *Controller) updatePod(oldObj, newObj any) {
@@ -210,17 +214,24 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 		return
 	}
 	key := cache.MetaObjectToName(cur)
+	was, is := heldAddresses(old), heldAddresses(cur)
+	changed := !slices.Equal(was, is)
+	if changed {
+		c.holders.move(key, was, is)
+	}
 	c.enqueue(key)
-	if was, is := heldAddresses(old), heldAddresses(cur); !slices.Equal(was, is) {
-		c.enqueueHoldersOf(key.String(), was, is)
+	if changed {
+		c.enqueueHoldersOf(key, was, is)
 	}
 }
 
 func (c *Controller) deletePod(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
 		key := cache.MetaObjectToName(pod)
+		held := heldAddresses(pod)
+		c.holders.move(key, held, nil)
 		c.enqueue(key)
-		c.enqueueHoldersOf(key.String(), heldAddresses(pod))
+		c.enqueueHoldersOf(key, held)
 	}
 }
 

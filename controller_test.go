@@ -117,6 +117,7 @@ func newFixture(t *testing.T) *fixture {
 		foreign:   map[cache.ObjectName]foreignReport{},
 		invalid:   map[cache.ObjectName]types.UID{},
 		conflicts: newConflictLedger(),
+		holders:   f.pods.holders,
 	}
 	f.c.active.Store(true) // as when the workers run
 	t.Cleanup(f.c.queue.ShutDown)

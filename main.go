@@ -253,9 +253,9 @@ func run(ctx context.Context, o options) error {
 }
 
 // newPodInformer builds the pod informer. Its cache keys pods by
-// namespace/name and indexes them by address (the controller never lists
-// by namespace, so it has no namespace index), and holds podInfo, not
-// Pods.
+// namespace/name only (the controller never lists by namespace, so it needs
+// no namespace index; the pod handlers keep the index by address, see
+// holderIndex) and holds podInfo, not Pods.
 func newPodInformer(kube kubernetes.Interface, namespace string) (cache.SharedIndexInformer, error) {
 	pods := kube.CoreV1().Pods(namespace)
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
@@ -264,7 +264,7 @@ func newPodInformer(kube kubernetes.Interface, namespace string) (cache.SharedIn
 		},
 		WatchFuncWithContext: pods.Watch,
 	}, kube)
-	inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), &corev1.Pod{}, cache.SharedIndexInformerOptions{Indexers: podIndexers()})
+	inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), &corev1.Pod{}, cache.SharedIndexInformerOptions{})
 	if err := inf.SetTransform(slimPod); err != nil {
 		return nil, fmt.Errorf("setting the pod transform: %w", err)
 	}

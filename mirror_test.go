@@ -27,16 +27,42 @@ func desiredOf(p *podInfo) *PodToIp {
 	return m
 }
 
-// podStore is the pod cache of the unit tests: it stores slimmed pods,
-// indexed by address as NewController indexes the informer's.
-type podStore struct{ cache.Indexer }
+// podStore is the pod cache of the unit tests: it stores slimmed pods, and
+// keeps holders as the pod handlers keep the controller's holder index.
+type podStore struct {
+	cache.Indexer
+	holders *holderIndex
+}
 
 func newPodStore() podStore {
-	return podStore{cache.NewIndexer(cache.MetaNamespaceKeyFunc, podIndexers())}
+	return podStore{cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), newHolderIndex()}
 }
-func (s podStore) Add(p *corev1.Pod) error    { return s.Indexer.Add(toPodInfo(p)) }
-func (s podStore) Update(p *corev1.Pod) error { return s.Indexer.Update(toPodInfo(p)) }
-func (s podStore) Delete(p *corev1.Pod) error { return s.Indexer.Delete(toPodInfo(p)) }
+
+func (s podStore) Add(p *corev1.Pod) error {
+	info := toPodInfo(p)
+	s.holders.move(cache.MetaObjectToName(info), nil, heldAddresses(info))
+	return s.Indexer.Add(info)
+}
+
+func (s podStore) Update(p *corev1.Pod) error {
+	info := toPodInfo(p)
+	key := cache.MetaObjectToName(info)
+	var was []string
+	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
+		was = heldAddresses(old.(*podInfo))
+	}
+	s.holders.move(key, was, heldAddresses(info))
+	return s.Indexer.Update(info)
+}
+
+func (s podStore) Delete(p *corev1.Pod) error {
+	info := toPodInfo(p)
+	key := cache.MetaObjectToName(info)
+	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
+		s.holders.move(key, heldAddresses(old.(*podInfo)), nil)
+	}
+	return s.Indexer.Delete(info)
+}
 
 func testPod(mut ...func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{
