@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	netutils "k8s.io/utils/net"
 )
 
@@ -621,6 +624,61 @@ func FuzzDecodePodToIp(f *testing.F) {
 			again, err := runtime.Encode(clientEnc, back)
 			if err != nil || !bytes.Equal(again, enc) {
 				t.Fatalf("re-encoding is not stable (%v):\n%s\n%s", err, enc, again)
+			}
+		}
+	})
+}
+
+// FuzzHolderIndex moves pods between addresses in any order the fuzzer
+// picks: each pair of bytes sets one of 8 pods' addresses to a subset of 4.
+// After every move the index must name exactly the pods a plain map of
+// sets names, and keep a list only for an address with several holders.
+func FuzzHolderIndex(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 1, 2, 1, 0, 0, 1, 0, 2, 0})
+	f.Add([]byte{0, 15, 1, 15, 2, 15, 3, 15, 1, 0, 0, 3, 2, 12, 3, 0})
+	f.Add([]byte{7, 5, 7, 10, 7, 5, 6, 5, 7, 0, 6, 0})
+	addrs := []string{"10.1.0.1", "10.1.0.2", "fd00::1", "fd00::2"}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		x := newHolderIndex()
+		spec := map[string]map[cache.ObjectName]bool{}
+		held := map[cache.ObjectName][]string{}
+		for i := 0; i+1 < len(ops); i += 2 {
+			key := cache.ObjectName{Namespace: "ns", Name: fmt.Sprint("p", ops[i]%8)}
+			var is []string
+			for b, a := range addrs {
+				if ops[i+1]&(1<<b) != 0 {
+					is = append(is, a)
+				}
+			}
+			x.move(key, held[key], is)
+			for _, a := range held[key] {
+				delete(spec[a], key)
+			}
+			for _, a := range is {
+				if spec[a] == nil {
+					spec[a] = map[cache.ObjectName]bool{}
+				}
+				spec[a][key] = true
+			}
+			held[key] = is
+			shared := 0
+			for _, a := range addrs {
+				got := map[cache.ObjectName]bool{}
+				for _, k := range x.holders(a) {
+					if got[k] {
+						t.Fatalf("op %d: %v listed twice for %s", i/2, k, a)
+					}
+					got[k] = true
+				}
+				if !maps.Equal(got, spec[a]) && (len(got) > 0 || len(spec[a]) > 0) {
+					t.Fatalf("op %d: holders(%s) = %v, want %v", i/2, a, got, spec[a])
+				}
+				if len(spec[a]) > 1 {
+					shared++
+				}
+			}
+			if len(x.more) != shared {
+				t.Fatalf("op %d: %d addresses keep a list, %d have several holders", i/2, len(x.more), shared)
 			}
 		}
 	})
