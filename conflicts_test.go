@@ -678,6 +678,14 @@ func TestInformersAsMainBuildsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The workers wait for the pod handler too: the holder index is filled
+	// by it, after the informer's cache.
+	if n := len(c.synced()); n != 5 {
+		t.Errorf("the workers wait for %d things, want 5: pods, their handler, mirrors, two checks", n)
+	}
+	if slices.ContainsFunc(c.synced(), func(s cache.InformerSynced) bool { return s() }) {
+		t.Error("something counts as synced before the informers ran")
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -704,5 +712,8 @@ func TestInformersAsMainBuildsThem(t *testing.T) {
 		if !k.enabled() {
 			t.Errorf("check %s is not on", k.name)
 		}
+	}
+	if !c.holdersSynced() || c.holders.size() != 4 {
+		t.Errorf("holder index synced=%v with %d addresses, want true and 4", c.holdersSynced(), c.holders.size())
 	}
 }

@@ -59,7 +59,10 @@ type Controller struct {
 	pods       cache.Indexer // of *podInfo
 	podsSynced cache.InformerSynced
 	// holders finds the pods holding an address; the pod handlers keep it.
+	// holdersSynced reports that they have seen every pod of the initial
+	// list: the informer's cache syncs before its handlers have run.
 	holders       *holderIndex
+	holdersSynced cache.InformerSynced
 	mirrors       cache.Indexer
 	mirrorsSynced cache.InformerSynced
 
@@ -126,13 +129,15 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 		holders:   newHolderIndex(),
 	}
 	logger := klog.FromContext(ctx)
-	if _, err := podInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+	podHandler, err := podInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addPod,
 		UpdateFunc: c.updatePod,
 		DeleteFunc: c.deletePod,
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+	}, cache.HandlerOptions{Logger: &logger})
+	if err != nil {
 		return nil, fmt.Errorf("adding pod event handler: %w", err)
 	}
+	c.holdersSynced = podHandler.HasSynced
 	if _, err := mirrorInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addMirror,
 		UpdateFunc: c.updateMirror,
@@ -311,10 +316,15 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 	return nil
 }
 
-// synced lists what the workers wait for: both caches, and each conflict
-// check's cache unless the check is off.
+// synced lists what the workers wait for: both caches, the holder index
+// (else a restart would find a conflict's other holder missing, clear the
+// mark, and set it again), and each conflict check's cache unless the check
+// is off.
 func (c *Controller) synced() []cache.InformerSynced {
 	out := []cache.InformerSynced{c.podsSynced, c.mirrorsSynced}
+	if c.holdersSynced != nil {
+		out = append(out, c.holdersSynced)
+	}
 	for _, k := range c.checks {
 		out = append(out, k.synced)
 	}
