@@ -692,7 +692,7 @@ func TestInformersAsMainBuildsThem(t *testing.T) {
 	for _, inf := range []cache.SharedIndexInformer{pods, mirrorInf, checks[0].informer, checks[1].informer} {
 		wg.Go(func() { inf.RunWithContext(ctx) })
 	}
-	wg.Go(func() { _ = c.Run(ctx, 2) })
+	wg.Go(func() { _ = c.Run(ctx, 1) }) // one worker: the recording client is not safe for more
 	want := map[string][]string{"on-node": {"Node n1"}, "on-svc": {"Service ns/web"}, "a": {"Pod ns/b"}, "b": {"Pod ns/a"}, "alone": nil}
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		client.mu.Lock()
