@@ -372,15 +372,55 @@ func TestSyncMarksConflictBetweenPods(t *testing.T) {
 		t.Errorf("reconciles without a change recorded %q", e)
 	}
 
-	// b terminates: a is cleared by one update, b's mirror deleted.
-	now := metav1.Now()
-	b.DeletionTimestamp = &now
+	// A change that leaves the conflict as it was: one write, no event.
+	b.Spec.NodeName, b.ResourceVersion = "node-2", "11"
 	_ = f.pods.Update(b)
 	f.sync("a")
 	f.sync("b")
-	f.expectActions("update ns/a", "delete ns/b")
-	if m := rec.last(t); m.Conflict || m.ConflictsWith != nil {
-		t.Errorf("a's mirror after b left: conflict=%v conflictsWith=%q", m.Conflict, m.ConflictsWith)
+	f.expectActions("update ns/b")
+	if e := f.events(); len(e) != 0 {
+		t.Errorf("a write with the conflict unchanged recorded %q", e)
+	}
+	f.catchUp(rec, 2)
+
+	// A third holder joins: each pod's mirror names a holder it did not
+	// name before, so each gets one event; the address was in conflict
+	// already, so nothing more is logged or counted.
+	c := podAt("c", "10.1.0.1")
+	_ = f.pods.Add(c)
+	for _, name := range []string{"a", "b", "c"} {
+		f.sync(name)
+	}
+	f.expectActions("update ns/a", "update ns/b", "create ns/c")
+	if e := f.events(); len(e) != 3 || !strings.Contains(e[0], "10.1.0.1 is also held by Pod ns/b, Pod ns/c") {
+		t.Errorf("events %q, want one on each pod, naming every other holder", e)
+	}
+	if n := f.logged("Address conflict started"); n != 1 || conflictsFound(t) != found+1 {
+		t.Errorf("a holder joining logged %d starts, counted %v conflicts; want 1 and %v", n, conflictsFound(t), found+1)
+	}
+	f.catchUp(rec, 3)
+
+	// b terminates: its mirror goes, a and c lose it from conflictsWith
+	// without an event (nobody new), the conflict goes on.
+	now := metav1.Now()
+	b.DeletionTimestamp, b.ResourceVersion = &now, "12"
+	_ = f.pods.Update(b)
+	for _, name := range []string{"a", "b", "c"} {
+		f.sync(name)
+	}
+	f.expectActions("update ns/a", "delete ns/b", "update ns/c")
+	if e := f.events(); len(e) != 0 || f.logged("Address conflict ended") != 0 {
+		t.Errorf("a holder leaving recorded %q and logged %d ends", e, f.logged("Address conflict ended"))
+	}
+	f.catchUp(rec, 6)
+
+	// c goes: a is cleared by one update.
+	_ = f.pods.Delete(c)
+	f.sync("a")
+	f.sync("c")
+	f.expectActions("update ns/a", "delete ns/c")
+	if m := rec.written[len(rec.written)-1]; m.Name != "a" || m.Conflict || m.ConflictsWith != nil {
+		t.Errorf("a's mirror after the others left: conflict=%v conflictsWith=%q", m.Conflict, m.ConflictsWith)
 	}
 	if n := f.logged("Address conflict ended", "address", "10.1.0.1"); n != 1 || f.c.conflicts.addresses() != 0 {
 		t.Errorf("the end was logged %d times, %d addresses left in conflict; want 1 and 0", n, f.c.conflicts.addresses())
