@@ -62,7 +62,7 @@ func (o *logOptions) apply(fs *flag.FlagSet) error {
 	})
 	if len(ignored) > 0 {
 		sort.Strings(ignored)
-		return fmt.Errorf("--logging-format=%s: %s only apply to the text format; of the klog flags, only -v applies to every format",
+		return fmt.Errorf("--logging-format=%s would ignore %s: of the klog flags, only -v applies to a format other than text",
 			o.config.Format, strings.Join(ignored, ", "))
 	}
 	v, err := strconv.ParseUint(o.klog.Lookup("v").Value.String(), 10, 31)

@@ -38,7 +38,7 @@ func TestLogFlags(t *testing.T) {
 		{[]string{"--logging-format=text", "-v=4", "--skip_headers"}, ""},
 		{[]string{"--logging-format=xml"}, `--logging-format=xml: format: Invalid value: "xml": Unsupported log format`},
 		{[]string{"--logging-format=json", "--log_file=/tmp/x", "--vmodule=a=1"},
-			"--logging-format=json: --log_file, --vmodule only apply to the text format"},
+			"--logging-format=json would ignore --log_file, --vmodule: of the klog flags, only -v applies to a format other than text"},
 	} {
 		fs, o, err := parse(tc.args...)
 		if err != nil {

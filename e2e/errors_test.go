@@ -65,6 +65,8 @@ func TestInvalidFlags(t *testing.T) {
 			"--leader-elect-renew-deadline=2s must be greater than 2.4s"},
 		{[]string{"--leader-elect", "--leader-elect-retry-period=0s"}, "must all be positive"},
 		{[]string{"--leader-elect", "--leader-elect-resource-name="}, "--leader-elect-resource-name must not be empty"},
+		{[]string{"--logging-format=xml"}, `--logging-format=xml: format: Invalid value: "xml": Unsupported log format`},
+		{[]string{"--logging-format=json", "--log_file=/tmp/podtoip.log"}, "--logging-format=json would ignore --log_file: of the klog flags, only -v applies"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, _ := runToExit(t, 5*time.Second, append([]string{"--kubeconfig", cp.Kubeconfig}, tc.args...)...)

@@ -41,6 +41,28 @@ func TestFlags(t *testing.T) {
 		}
 	})
 
+	// klog's own flags still configure the text format: here its output
+	// goes to a file, without headers, and not to stderr.
+	t.Run("klog output flags", func(t *testing.T) {
+		ns := newNamespace(t)
+		logFile := filepath.Join(t.TempDir(), "controller.log")
+		p := startController(t, "--namespace", ns, "--logtostderr=false", "--log_file="+logFile, "--skip_headers")
+		runningPod(t, ns, "web", []string{"10.244.24.1"})
+		waitMirrorIPs(t, ns, "web", "10.244.24.1")
+		stopCleanly(t, p)
+		b, err := os.ReadFile(logFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := string(b)
+		if !strings.Contains(log, "\n\"Starting workers\" ") || !strings.Contains(log, `"PodToIp trail" pod="`+ns+`/web" event="assigned"`) {
+			t.Errorf("--log_file with --skip_headers holds:\n%s\nwant header-less lines, the trail's among them", tail(log, 20))
+		}
+		if strings.Contains(p.Output(), "Starting workers") {
+			t.Errorf("with --logtostderr=false the log still went to stderr:\n%s", tail(p.Output(), 20))
+		}
+	})
+
 	// No --kubeconfig: $KUBECONFIG names the file, as for kubectl.
 	t.Run("KUBECONFIG variable", func(t *testing.T) {
 		ns := newNamespace(t)

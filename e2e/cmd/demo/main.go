@@ -170,8 +170,13 @@ func run() (err error) {
 	if err != nil {
 		return err
 	}
-	show(ctx, cl, "Who has "+ip+"?  kubectl get ptp -A --field-selector podAddress="+ip,
-		"get", "ptp", "-A", "--field-selector", "podAddress="+ip)
+	// Any address of any pod is found by its family's field.
+	field := "podIPv4"
+	if strings.Contains(ip, ":") {
+		field = "podIPv6"
+	}
+	show(ctx, cl, "Who has "+ip+"?  kubectl get ptp -A --field-selector "+field+"="+ip,
+		"get", "ptp", "-A", "--field-selector", field+"="+ip)
 
 	step(fmt.Sprintf("Scaling %s to 2 replicas: kubectl -n %s scale deployment %s --replicas=2", demoApp, demoNamespace, demoApp))
 	if _, err := cl.Kubectl(ctx, "-n", demoNamespace, "scale", "deployment", demoApp, "--replicas=2"); err != nil {
@@ -199,8 +204,9 @@ and drive the cluster in another, as you would a real one:
     kubectl create deployment web --image=nginx --replicas=3
     kubectl scale deployment web --replicas=6
     kubectl delete pod -l app=web --wait=false      # replacements get new names; freed addresses are reused at once
-    kubectl get ptp -A --field-selector podAddress=%s
+    kubectl get ptp -A --field-selector %s=%s     # podIPv4 or podIPv6: any address of any pod
     kubectl get ptp -A --field-selector nodeName=node-3
+    kubectl get ptp -A --field-selector conflict=true   # addresses held twice
     kubectl delete namespace %s
 
 The nodes are kwok's: pods are scheduled, become Running and get addresses
@@ -213,7 +219,7 @@ The controller's metrics and readiness:
     curl http://%s/readyz
 
 Press Ctrl-C to stop the controller and the cluster and remove their files.
-`, cl.Kubeconfig, ip, demoNamespace, addrs["metrics"], addrs["health probes"])
+`, cl.Kubeconfig, field, ip, demoNamespace, addrs["metrics"], addrs["health probes"])
 
 	<-ctx.Done()
 	fmt.Fprintln(out)
