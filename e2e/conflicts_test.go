@@ -84,9 +84,24 @@ func waitConflictEvent(t *testing.T, ns, pod string, want ...string) {
 }
 
 // expectEventsRecorded fails unless each pod's AddressConflict events were
-// recorded exactly want times.
-func expectEventsRecorded(t *testing.T, ns string, want int32, pods ...string) {
+// recorded exactly want times. Events reach the API server after the
+// reconcile that records them, so "no other event" needs a bound: the
+// controller is made to record a sentinel event, a PodToIpNotManaged on a
+// pod of its own, and its events are sent in order, so once the sentinel
+// is there, every event recorded before it is too. The sentinel's object
+// is added to foreign, for the checker.
+func expectEventsRecorded(t *testing.T, ns string, foreign foreignObjects, want int32, pods ...string) {
 	t.Helper()
+	name := fmt.Sprintf("sentinel-%d", len(foreign))
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "PodToIp",
+		"metadata": map[string]any{"name": name, "namespace": ns}, "podName": name, "podUID": "none", "podAddress": "10.251.255.1"}}
+	created, err := mirrors(ns).Create(t.Context(), obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign[ns+"/"+name] = created.GetResourceVersion()
+	runningPod(t, ns, name, []string{"10.251.255.1"}, hostNetwork()) // hostNetwork: in conflict with nobody
+	waitForEvent(t, ns, name, "PodToIpNotManaged")
 	for _, pod := range pods {
 		if _, n := conflictEvents(t, ns, pod); n != want {
 			t.Errorf("AddressConflict events on pod %s/%s recorded %d times, want %d", ns, pod, n, want)
@@ -214,7 +229,8 @@ func TestConflictBetweenPods(t *testing.T) {
 	}
 	waitSyncs(t, p, done+1)
 	expectWrites(t, before, nil, "a reconcile with the conflict unchanged")
-	expectEventsRecorded(t, ns, 1, "first", "second")
+	foreign := foreignObjects{}
+	expectEventsRecorded(t, ns, foreign, 1, "first", "second")
 
 	// A restart with everything in sync: no write, no second event.
 	if code, err := p.Stop(30 * time.Second); err != nil || code != 0 {
@@ -226,7 +242,7 @@ func TestConflictBetweenPods(t *testing.T) {
 	waitSyncs(t, p, 2)
 	waitConflictMetrics(t, p, 1, 1)
 	expectWrites(t, before, nil, "a restart with the conflict marked")
-	expectEventsRecorded(t, ns, 1, "first", "second")
+	expectEventsRecorded(t, ns, foreign, 1, "first", "second")
 
 	// Deleting one pod (it turns terminating: nothing here plays the
 	// kubelet that would finish the deletion) clears the other in one
@@ -236,12 +252,12 @@ func TestConflictBetweenPods(t *testing.T) {
 	waitNoMirror(t, ns, "second")
 	waitConflict(t, ns, "first")
 	waitConflictMetrics(t, p, 0, 1)
-	waitConverged(t, 30*time.Second, nil, ns)
+	waitConverged(t, 30*time.Second, foreign, ns)
 	expectWrites(t, before, map[string]float64{"PUT": 1, "DELETE": 1}, "the conflict ending with a pod's deletion")
 	if n := logLines(p.Output(), `"Address conflict ended"`, `address="10.251.1.1"`); n != 1 {
 		t.Errorf("%d log lines say the conflict on 10.251.1.1 ended, want 1:\n%s", n, tail(p.Output(), 30))
 	}
-	expectEventsRecorded(t, ns, 1, "first", "second")
+	expectEventsRecorded(t, ns, foreign, 1, "first", "second")
 }
 
 // createService creates a ClusterIP Service with the given address and
@@ -399,6 +415,142 @@ func TestConflictNotWithFinishedOrTerminatingPods(t *testing.T) {
 	}
 }
 
+// watchConflicts watches every PodToIp of namespace ns (all if "") on on
+// from now until the returned stop is called, which returns the versions
+// that said conflict=true and how many versions it saw in all.
+func watchConflicts(t *testing.T, on *controlplane.ControlPlane, ns string) (stop func() (flagged []string, versions int)) {
+	t.Helper()
+	list, err := on.Dynamic.Resource(ptpGVR).Namespace(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		found []string
+		seen  int
+	)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		rv := list.GetResourceVersion()
+		for {
+			w, err := on.Dynamic.Resource(ptpGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+			if err != nil {
+				done <- err
+				return
+			}
+			for ev := range w.ResultChan() {
+				u, ok := ev.Object.(*unstructured.Unstructured)
+				if ev.Type == watch.Error || !ok {
+					w.Stop()
+					if ctx.Err() != nil {
+						done <- nil // stopped by the test
+					} else {
+						done <- fmt.Errorf("watch error: %v", ev.Object)
+					}
+					return
+				}
+				rv = u.GetResourceVersion()
+				if ev.Type == watch.Bookmark {
+					continue
+				}
+				conflict, _, _ := unstructured.NestedBool(u.Object, "conflict")
+				mu.Lock()
+				seen++
+				if conflict {
+					with, _, _ := unstructured.NestedStringSlice(u.Object, "conflictsWith")
+					found = append(found, fmt.Sprintf("%s %s/%s with %q", ev.Type, u.GetNamespace(), u.GetName(), with))
+				}
+				mu.Unlock()
+			}
+			if ctx.Err() != nil {
+				done <- nil
+				return
+			}
+		}
+	}()
+	return func() ([]string, int) {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("watching PodToIps: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return found, seen
+	}
+}
+
+// TestConflictNeverWhileOldHoldersLinger: a real IPAM frees an address
+// when the pod's sandbox is torn down, which is after the pod turned
+// terminating (or finished) and before the pod object is gone, and hands
+// it to the next pod within milliseconds; kwok does not (it frees an
+// address only when its pod object is deleted). Here the test plays that
+// IPAM and the kubelets: ten addresses each pass through thirty pods, every
+// old holder ending (graceful delete, which leaves it terminating here, or
+// phase Succeeded or Failed) immediately before the next pod gets its
+// address, all ten at once. No PodToIp may ever say conflict=true.
+func TestConflictNeverWhileOldHoldersLinger(t *testing.T) {
+	ns := newNamespace(t)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+	stop := watchConflicts(t, cp, ns)
+
+	const addrs, generations = 10, 30
+	pods := cp.Kube.CoreV1().Pods(ns)
+	// setPhase plays the kubelet; no retries: nobody else writes these pods.
+	setPhase := func(ctx context.Context, pod *corev1.Pod, phase corev1.PodPhase, ip string) (*corev1.Pod, error) {
+		pod.Status.Phase, pod.Status.PodIP, pod.Status.PodIPs = phase, ip, []corev1.PodIP{{IP: ip}}
+		return pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	}
+	errs := make(chan error, addrs)
+	var wg sync.WaitGroup
+	for a := range addrs {
+		wg.Go(func() {
+			ip := fmt.Sprintf("10.251.7.%d", a+1)
+			for g := range generations {
+				name := fmt.Sprintf("a%d-g%d", a, g)
+				pod, err := pods.Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: pauseImage}}}}, metav1.CreateOptions{})
+				if err == nil {
+					pod, err = setPhase(t.Context(), pod, corev1.PodRunning, ip)
+				}
+				if err == nil && g < generations-1 { // the last holder stays
+					switch g % 3 {
+					case 0:
+						err = pods.Delete(t.Context(), name, metav1.DeleteOptions{})
+					case 1:
+						_, err = setPhase(t.Context(), pod, corev1.PodSucceeded, ip)
+					default:
+						_, err = setPhase(t.Context(), pod, corev1.PodFailed, ip)
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("pod %s: %w", name, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	waitConverged(t, time.Minute, nil, ns)
+	flagged, versions := stop()
+	t.Logf("%d addresses passed through %d pods each; %d PodToIp versions watched", addrs, generations, versions)
+	if versions < addrs*generations {
+		t.Errorf("the watch saw %d PodToIp versions, fewer than the %d mirrors created", versions, addrs*generations)
+	}
+	if len(flagged) > 0 {
+		t.Errorf("%d PodToIp versions said conflict=true, e.g. %q", len(flagged), flagged[:min(5, len(flagged))])
+	}
+	if g, found := conflictMetrics(t, p); g != 0 || found != 0 {
+		t.Errorf("conflicting_addresses = %v, address_conflicts_total = %v; want 0 and 0", g, found)
+	}
+}
+
 // TestConflictNeverUnderChurnWithAddressReuse: on the simulated cluster,
 // where kwok hands a freed address to the next pod at once, a Deployment
 // is scaled up and down without waiting for steady states. No mirror may
@@ -410,55 +562,7 @@ func TestConflictNeverUnderChurnWithAddressReuse(t *testing.T) {
 	p := startSimController(t, c)
 
 	// Every version of every PodToIp, from before the first pod.
-	list, err := c.Dynamic.Resource(ptpGVR).List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu       sync.Mutex
-		flagged  []string
-		versions int
-	)
-	watchCtx, stopWatch := context.WithCancel(t.Context())
-	watchDone := make(chan error, 1)
-	go func() {
-		rv := list.GetResourceVersion()
-		for {
-			w, err := c.Dynamic.Resource(ptpGVR).Watch(watchCtx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-			if err != nil {
-				watchDone <- err
-				return
-			}
-			for ev := range w.ResultChan() {
-				u, ok := ev.Object.(*unstructured.Unstructured)
-				if ev.Type == watch.Error || !ok {
-					w.Stop()
-					if watchCtx.Err() != nil {
-						watchDone <- nil // stopped by the test
-					} else {
-						watchDone <- fmt.Errorf("watch error: %v", ev.Object)
-					}
-					return
-				}
-				rv = u.GetResourceVersion()
-				if ev.Type == watch.Bookmark {
-					continue
-				}
-				conflict, _, _ := unstructured.NestedBool(u.Object, "conflict")
-				mu.Lock()
-				versions++
-				if conflict {
-					with, _, _ := unstructured.NestedStringSlice(u.Object, "conflictsWith")
-					flagged = append(flagged, fmt.Sprintf("%s %s/%s with %q", ev.Type, u.GetNamespace(), u.GetName(), with))
-				}
-				mu.Unlock()
-			}
-			if watchCtx.Err() != nil {
-				watchDone <- nil
-				return
-			}
-		}
-	}()
+	stop := watchConflicts(t, c.ControlPlane, "")
 
 	kc(t, c, "-n", ns, "create", "deployment", "reuse", "--image="+pauseImage, "--replicas=10")
 	rollout(t, c, ns, "deployment/reuse")
@@ -489,18 +593,13 @@ func TestConflictNeverUnderChurnWithAddressReuse(t *testing.T) {
 	record()
 	waitClusterConverged(t, c, time.Minute)
 
-	stopWatch()
-	if err := <-watchDone; err != nil {
-		t.Fatalf("watching PodToIps: %v", err)
-	}
+	flagged, versions := stop()
 	reused := 0
 	for _, uids := range seen {
 		if len(uids) > 1 {
 			reused++
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	t.Logf("%d scale rounds; %d addresses seen, %d of them held by more than one pod in turn; %d PodToIp versions watched",
 		rounds, len(seen), reused, versions)
 	if reused == 0 {
