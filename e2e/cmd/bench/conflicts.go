@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -17,13 +18,19 @@ import (
 )
 
 // The conflict phase measures what the address conflict checks cost: the
-// Node and IPAddress informers, and the pod cache's address index. The
-// same binary restarts in sync (a full list of pods and mirrors and a
-// reconcile of every key, no write) without Nodes and Services, then with
-// a few hundred of each; with -baseline-controller, a build without the
-// checks restarts on the same objects, alternating with the binary under
-// test. Every figure is a ratio within this run, so the machine's noise
-// between runs does not enter it.
+// Node and IPAddress informers, and the index of pods by address. The
+// binary under test restarts in sync (a full list of pods and mirrors and
+// a reconcile of every key, no write) without Nodes and Services, then
+// with a few hundred of each. With them, after one restart that is not
+// counted (the API server has just taken 600 objects), kinds of restarts
+// alternate round by round on the same objects: the binary under test as
+// a user without the grants on nodes and ipaddresses (both checks off, as
+// in a binary upgraded without its RBAC: the same binary, without the
+// informers' cost), the binary under test with every grant, and, with
+// -baseline-controller, a build without the checks. Every figure is a
+// ratio within this run, so the machine's drift between runs does not
+// enter it, and alternating keeps its drift within the run out of the
+// comparisons between kinds.
 
 // serviceCIDR is the benchmark API server's Service range: the test
 // harness's default (/24) holds too few ClusterIPs for -services. It
@@ -35,8 +42,11 @@ const serviceCIDR = "10.96.0.0/16"
 // the end of the window after its workers started, its RSS then, and the
 // writes the API server counted meanwhile.
 type restartSample struct {
-	Binary       string  `json:"binary"`
-	WithObjects  bool    `json:"withNodesAndServices"`
+	Binary      string `json:"binary"`
+	WithObjects bool   `json:"withNodesAndServices"`
+	// ChecksOff: run as a user without the grants on nodes and
+	// ipaddresses.
+	ChecksOff    bool    `json:"checksOff,omitempty"`
 	CPUSeconds   float64 `json:"cpuSeconds"`
 	RSSMiB       float64 `json:"rssMiB"`
 	ReadySeconds float64 `json:"workersStartedSeconds"`
@@ -60,9 +70,16 @@ type conflictCost struct {
 	RSSRatio float64 `json:"rssRatio"`
 	// BaselineCPURatio and BaselineRSSRatio are With over Baseline: the
 	// whole cost of the checks, the pod index included.
-	BaselineCPURatio float64         `json:"baselineCpuRatio,omitempty"`
-	BaselineRSSRatio float64         `json:"baselineRssRatio,omitempty"`
-	Samples          []restartSample `json:"samples"`
+	BaselineCPURatio float64 `json:"baselineCpuRatio,omitempty"`
+	BaselineRSSRatio float64 `json:"baselineRssRatio,omitempty"`
+	// ChecksOff is the binary under test with both checks off (no grants
+	// on nodes and ipaddresses), and OffCPURatio and OffRSSRatio are With
+	// over it: the cost of the checks' informers and caches on the same
+	// objects, measured alternately.
+	ChecksOff   *restartSample  `json:"checksOff,omitempty"`
+	OffCPURatio float64         `json:"offCpuRatio,omitempty"`
+	OffRSSRatio float64         `json:"offRssRatio,omitempty"`
+	Samples     []restartSample `json:"samples"`
 }
 
 // restartRun is what restartAs measured.
@@ -77,7 +94,12 @@ type restartRun struct {
 // its place, counting its requests and sampling its CPU and memory until a
 // window after its workers started (the "Starting workers" line).
 func (b *bench) restartAs(ctx context.Context, binary, name string, withObjects bool) (restartRun, error) {
-	run := restartRun{sample: restartSample{Binary: binary, WithObjects: withObjects}}
+	return b.restartAsUser(ctx, binary, name, withObjects, "")
+}
+
+// restartAsUser is restartAs with another kubeconfig ("" for the admin's).
+func (b *bench) restartAsUser(ctx context.Context, binary, name string, withObjects bool, kubeconfig string) (restartRun, error) {
+	run := restartRun{sample: restartSample{Binary: binary, WithObjects: withObjects, ChecksOff: kubeconfig != ""}}
 	p := controllerProc
 	start := time.Now()
 	if err := p.Signal(syscall.SIGTERM); err != nil {
@@ -96,7 +118,7 @@ func (b *bench) restartAs(ctx context.Context, binary, name string, withObjects 
 		return run, err
 	}
 	start = time.Now()
-	p, err = b.startBinary(binary, name)
+	p, err = b.startBinaryAs(binary, name, kubeconfig)
 	if err != nil {
 		return run, err
 	}
@@ -131,7 +153,7 @@ func (b *bench) conflicts(ctx context.Context) error {
 	}
 	r := &b.res.Conflicts
 	r.Nodes, r.Services, r.Rounds = b.o.nodes, b.o.services, b.o.conflictRounds
-	var without, with, base []restartSample
+	var without, with, base, off []restartSample
 	// The restart phase was the first restart without the objects.
 	without = append(without, b.restartSample)
 	for i := 1; i < r.Rounds; i++ {
@@ -144,9 +166,21 @@ func (b *bench) conflicts(ctx context.Context) error {
 	if err := b.createNodesAndServices(ctx); err != nil {
 		return err
 	}
+	checksOff, err := b.userWithoutConflictGrants(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := b.restartAs(ctx, b.o.controller, "warm-up", true); err != nil {
+		return err
+	}
 	// Alternate, ending with the binary under test, which the later phases
 	// measure.
 	for i := range r.Rounds {
+		run, err := b.restartAsUser(ctx, b.o.controller, fmt.Sprintf("checks-off-%d", i), true, checksOff)
+		if err != nil {
+			return err
+		}
+		off = append(off, run.sample)
 		if b.o.baseline != "" {
 			run, err := b.restartAs(ctx, b.o.baseline, fmt.Sprintf("baseline-%d", i), true)
 			if err != nil {
@@ -154,14 +188,17 @@ func (b *bench) conflicts(ctx context.Context) error {
 			}
 			base = append(base, run.sample)
 		}
-		run, err := b.restartAs(ctx, b.o.controller, fmt.Sprintf("with-%d", i), true)
+		run, err = b.restartAs(ctx, b.o.controller, fmt.Sprintf("with-%d", i), true)
 		if err != nil {
 			return err
 		}
 		with = append(with, run.sample)
 	}
-	r.Samples = slices.Concat(without, base, with)
+	r.Samples = slices.Concat(without, off, base, with)
 	r.Without, r.With = mean(without), mean(with)
+	o := mean(off)
+	r.ChecksOff = &o
+	r.OffCPURatio, r.OffRSSRatio = r.With.CPUSeconds/o.CPUSeconds, r.With.RSSMiB/o.RSSMiB
 	r.CPURatio, r.RSSRatio = r.With.CPUSeconds/r.Without.CPUSeconds, r.With.RSSMiB/r.Without.RSSMiB
 	if len(base) > 0 {
 		m := mean(base)
@@ -169,10 +206,39 @@ func (b *bench) conflicts(ctx context.Context) error {
 		r.BaselineCPURatio, r.BaselineRSSRatio = r.With.CPUSeconds/m.CPUSeconds, r.With.RSSMiB/m.RSSMiB
 	}
 	step("Conflict checks: with %d nodes and %d Services, CPU x%.3f, RSS x%.3f of the same binary without them", r.Nodes, r.Services, r.CPURatio, r.RSSRatio)
+	step("Conflict checks: CPU x%.3f, RSS x%.3f of the same binary with the checks off, on the same objects", r.OffCPURatio, r.OffRSSRatio)
 	if r.Baseline != nil {
 		step("Conflict checks: CPU x%.3f, RSS x%.3f of the baseline build on the same objects", r.BaselineCPURatio, r.BaselineRSSRatio)
 	}
 	return nil
+}
+
+// userWithoutConflictGrants returns the kubeconfig of a user holding the
+// shipped ClusterRole's grants but those on nodes and ipaddresses: the
+// controller runs with both conflict checks off.
+func (b *bench) userWithoutConflictGrants(ctx context.Context) (string, error) {
+	const name = "bench-conflict-checks-off"
+	kubeconfig, _, err := b.cp.AddUser(name)
+	if err != nil {
+		return "", err
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"example.com"}, Resources: []string{"podtoips"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}}
+	if _, err := b.kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}},
+	}
+	if _, err := b.kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	return kubeconfig, nil
 }
 
 // mean averages samples of one kind.

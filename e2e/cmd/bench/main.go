@@ -85,7 +85,7 @@ func main() {
 	flag.BoolVar(&o.strict, "strict", false, "Exit 3 when a target is missed (default: exit 0 and list the misses last).")
 	flag.IntVar(&o.nodes, "nodes", 300, "Nodes to add for the conflict phase (0 with -services 0 skips it).")
 	flag.IntVar(&o.services, "services", 300, "ClusterIP Services to add for the conflict phase (at most 65,000).")
-	flag.IntVar(&o.conflictRounds, "conflict-rounds", 3, "Restarts of each kind the conflict phase averages.")
+	flag.IntVar(&o.conflictRounds, "conflict-rounds", 4, "Restarts of each kind the conflict phase averages.")
 	flag.StringVar(&o.baseline, "baseline-controller", "", "A build without the conflict checks, to compare with on the same objects in the conflict phase (default: none).")
 	flag.Parse()
 	if o.n < 1 || o.concurrency < 1 || o.churnRate < 1 || o.churnFor <= 0 || o.window <= 0 || o.conflictRounds < 1 {
@@ -404,7 +404,16 @@ func (b *bench) startController(name string) (*controlplane.Process, error) {
 // startBinary is startController for another build (the conflict phase's
 // baseline).
 func (b *bench) startBinary(binary, name string) (*controlplane.Process, error) {
-	args := append([]string{"--kubeconfig", b.cp.Kubeconfig,
+	return b.startBinaryAs(binary, name, "")
+}
+
+// startBinaryAs is startBinary with another kubeconfig ("" for the
+// admin's).
+func (b *bench) startBinaryAs(binary, name, kubeconfig string) (*controlplane.Process, error) {
+	if kubeconfig == "" {
+		kubeconfig = b.cp.Kubeconfig
+	}
+	args := append([]string{"--kubeconfig", kubeconfig,
 		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, strings.Fields(b.o.extraArgs)...)
 	return controlplane.StartProcess(binary, nil, filepath.Join(b.logDir, name+".log"), args...)
 }

@@ -238,6 +238,13 @@ func (r *Result) evaluate() {
 		if c.Baseline != nil {
 			writes += c.Baseline.Writes
 		}
+		if off := c.ChecksOff; off != nil {
+			writes += off.Writes
+			add("conflict checks: restart CPU vs checks off, same objects", fmt.Sprintf("%.3f x (%.2f s vs %.2f s)", c.OffCPURatio, c.With.CPUSeconds, off.CPUSeconds),
+				"<= 1.10 x", c.OffCPURatio <= 1.10)
+			add("conflict checks: RSS vs checks off, same objects", fmt.Sprintf("%.3f x (%.1f MiB vs %.1f MiB)", c.OffRSSRatio, c.With.RSSMiB, off.RSSMiB),
+				"<= 1.10 x", c.OffRSSRatio <= 1.10)
+		}
 		add("conflict checks: writes on restarts with "+objects, fmt.Sprintf("%.0f", writes), "0", writes == 0)
 		if b := c.Baseline; b != nil {
 			add("conflict checks: restart CPU vs a build without them", fmt.Sprintf("%.3f x (%.2f s vs %.2f s)", c.BaselineCPURatio, c.With.CPUSeconds, b.CPUSeconds),
@@ -265,6 +272,10 @@ func (r *Result) print(w io.Writer) {
 		fmt.Fprintf(tw, "conflicts\trestart CPU / RSS without, mean of %d\t%.2f s / %.1f MiB\n", c.Rounds, c.Without.CPUSeconds, c.Without.RSSMiB)
 		fmt.Fprintf(tw, "conflicts\twith %d nodes (%d bytes each) and %d Services\t%.2f s / %.1f MiB (x%.3f / x%.3f), %.0f writes\n",
 			c.Nodes, c.NodeBytes, c.Services, c.With.CPUSeconds, c.With.RSSMiB, c.CPURatio, c.RSSRatio, c.With.Writes)
+		if off := c.ChecksOff; off != nil {
+			fmt.Fprintf(tw, "conflicts\tsame binary, checks off (no grants), same objects\t%.2f s / %.1f MiB (ours x%.3f / x%.3f), %.0f writes\n",
+				off.CPUSeconds, off.RSSMiB, c.OffCPURatio, c.OffRSSRatio, off.Writes)
+		}
 		if b := c.Baseline; b != nil {
 			fmt.Fprintf(tw, "conflicts\tbaseline build, same objects\t%.2f s / %.1f MiB (ours x%.3f / x%.3f), %.0f writes\n",
 				b.CPUSeconds, b.RSSMiB, c.BaselineCPURatio, c.BaselineRSSRatio, b.Writes)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -295,5 +296,20 @@ func TestVerdictConflictCost(t *testing.T) {
 	}
 	if len(r.Targets) != 19 || strings.Join(missed, "\n") != strings.Join(want, "\n") {
 		t.Errorf("%d targets; missed:\n%s\nwant 19 targets, missed:\n%s", len(r.Targets), strings.Join(missed, "\n"), strings.Join(want, "\n"))
+	}
+
+	// With the checks off on the same objects as a third kind.
+	r = converged()
+	off := restartSample{ChecksOff: true, CPUSeconds: 1.8, RSSMiB: 59, Writes: 0}
+	r.Conflicts = conflictCost{Nodes: 300, Services: 300, Rounds: 2, Without: mean(without), With: with, ChecksOff: &off}
+	r.Conflicts.CPURatio, r.Conflicts.RSSRatio = 2.1/2, 60.0/57
+	r.Conflicts.OffCPURatio, r.Conflicts.OffRSSRatio = 2.1/1.8, 60.0/59
+	r.evaluate()
+	missed = nil
+	for _, m := range r.TargetsMissed {
+		missed = append(missed, m.Name+": "+m.Value)
+	}
+	if len(r.Targets) != 19 || !slices.Equal(missed, []string{"conflict checks: restart CPU vs checks off, same objects: 1.167 x (2.10 s vs 1.80 s)"}) {
+		t.Errorf("%d targets, missed %q; want 19 targets and the CPU against checks off missed", len(r.Targets), missed)
 	}
 }
