@@ -24,11 +24,15 @@ type fastCodec struct {
 	runtime.Serializer
 }
 
-// podToIpPrefix is how the API server starts every PodToIp it encodes (it
-// writes custom resources with sorted keys). A watch event's object is
-// decoded without a target type; the prefix tells it is a PodToIp without a
-// parse. Objects written differently still decode, on the standard path.
-var podToIpPrefix = []byte(`{"apiVersion":"` + GroupVersion.String() + `","kind":"PodToIp",`)
+// podToIpPrefix is how the API server starts every PodToIp it encodes: it
+// writes custom resources with sorted keys, so apiVersion comes first. Kind
+// cannot be part of the prefix: the fields sorted before it (conflict,
+// conflictsWith, hostNetwork) come between the two. A watch event's object
+// is decoded without a target type; the prefix tells it is of this
+// group's version without a parse, and the decode's kind check that it is a
+// PodToIp (anything else goes to the standard path after all). Objects
+// written differently still decode, on the standard path.
+var podToIpPrefix = []byte(`{"apiVersion":"` + GroupVersion.String() + `",`)
 
 // watchEventPrefix is how the API server starts every watch event.
 var watchEventPrefix = []byte(`{"type":"`)

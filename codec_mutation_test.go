@@ -1,7 +1,11 @@
 package main
 
 import (
+	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,7 +63,11 @@ func TestFastCodecSkipsTheStandardSerializerOnlyForKnownObjects(t *testing.T) {
 		"broken PodToIp, nil":   {codecSeeds[7], func() runtime.Object { return nil }, true, schema.GroupVersionKind{}},
 		"broken watch event":    {`{"type":"ADDED","object":`, func() runtime.Object { return &metav1.WatchEvent{} }, true, schema.GroupVersionKind{}},
 		"list typed as PodToIp": {list, func() runtime.Object { return &PodToIp{} }, true, schema.GroupVersionKind{}},
-		"PodToIp typed as list": {podToIp, func() runtime.Object { return &PodToIpList{} }, true, schema.GroupVersionKind{}},
+		// The API server encodes custom resources with sorted keys.
+		"as the API server writes it": {serverJSON(t), func() runtime.Object { return nil }, false, GroupVersion.WithKind("PodToIp")},
+		"in conflict, sorted keys":    {codecSeeds[11], func() runtime.Object { return nil }, false, GroupVersion.WithKind("PodToIp")},
+		"list untyped, sorted keys":   {codecSeeds[13], func() runtime.Object { return nil }, true, schema.GroupVersionKind{}},
+		"PodToIp typed as list":       {podToIp, func() runtime.Object { return &PodToIpList{} }, true, schema.GroupVersionKind{}},
 	} {
 		var decodes int
 		codec := fastCodec{countingSerializer{jsonSerializer(t).Serializer, &decodes}}
@@ -74,6 +82,26 @@ func TestFastCodecSkipsTheStandardSerializerOnlyForKnownObjects(t *testing.T) {
 			t.Errorf("%s: Decode = %T, %v, %v; want kind %v", name, obj, gvk, err, tc.wantGVK)
 		}
 	}
+}
+
+// serverJSON is a mirror in conflict as the API server sends it: custom
+// resources are served as unstructured objects, encoded with sorted keys.
+func serverJSON(t *testing.T) string {
+	t.Helper()
+	m := desiredFor(testPod(func(p *corev1.Pod) { p.Spec.HostNetwork = false }))
+	m.Conflict, m.ConflictsWith = true, []string{"Pod ns/b"}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := runtime.Encode(unstructured.UnstructuredJSONScheme, &unstructured.Unstructured{Object: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), `{"apiVersion":"example.com/v1","conflict":true,`) {
+		t.Fatalf("the unstructured encoding no longer sorts keys: %s", b)
+	}
+	return string(b)
 }
 
 // The REST client gets its decoders from the negotiator: JSON, and JSON

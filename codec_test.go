@@ -34,6 +34,11 @@ var codecSeeds = []string{
 	// Appended, as tests refer to the seeds above by index.
 	`{"apiVersion":"example.com/v1","kind":"PodToIp","HostNetwork":true,"podIpv4":"case matters","podIPv6":"fd00::2","hostNetwork":"not a bool"}`,
 	`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"host"},"hostNetwork":true,"podAddress":"192.168.1.10","podIPv4":"192.168.1.10"}`,
+	// As the API server writes a PodToIp in conflict: keys sorted, so the
+	// conflict fields and hostNetwork come before kind.
+	`{"apiVersion":"example.com/v1","conflict":true,"conflictsWith":["Node n1","Pod ns/b"],"hostNetwork":false,"kind":"PodToIp","metadata":{"name":"a","namespace":"ns"},"nodeName":"node-1","podAddress":"10.244.1.8","podIPs":["10.244.1.8"],"podIPv4":"10.244.1.8","podName":"a","podUID":"p2"}`,
+	`{"apiVersion":"example.com/v1","conflict":"yes","conflictsWith":"Pod ns/b","kind":"PodToIp"}`,
+	`{"apiVersion":"example.com/v1","items":[],"kind":"PodToIpList","metadata":{}}`,
 }
 
 // The fast path must decode exactly what the standard serializer decodes,

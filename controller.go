@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,10 +56,24 @@ type PodToIpsGetter interface {
 type Controller struct {
 	mirrorClient PodToIpsGetter
 
-	pods          cache.Indexer // of *podInfo
-	podsSynced    cache.InformerSynced
+	pods       cache.Indexer // of *podInfo
+	podsSynced cache.InformerSynced
+	// holders finds the pods holding an address; the pod handlers keep it.
+	// holdersSynced reports that they have seen every pod of the initial
+	// list: the informer's cache syncs before its handlers have run.
+	holders       *holderIndex
+	holdersSynced cache.InformerSynced
 	mirrors       cache.Indexer
 	mirrorsSynced cache.InformerSynced
+
+	// nodes (of *nodeInfo, indexed by addressIndex) and ipAddresses (of
+	// *ipAddressInfo, keyed by address) feed the optional conflict checks;
+	// nil when a check does not run, empty while it is off.
+	nodes       cache.Indexer
+	ipAddresses cache.Indexer
+	checks      []*conflictCheck
+	// conflicts follows the addresses in conflict, for logs and metrics.
+	conflicts *conflictLedger
 
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// active is set while workers run. Handlers queue keys only then: a
@@ -88,11 +104,13 @@ type foreignReport struct {
 	pod    types.UID // the pod told by an event, if any
 }
 
-// NewController wires the handlers of both informers to a new queue. The
-// informers must be started by the caller; Run waits for them to sync.
-// The pod informer must use slimPod as its transform.
+// NewController wires the handlers of the informers to a new queue and adds
+// the indexes the controller looks addresses up in. The informers must be
+// started by the caller; Run waits for them to sync (for a check, until it
+// is on or off). The pod informer must use slimPod as its transform, a
+// nodes check's informer slimNode and a services check's slimIPAddress.
 func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer cache.SharedIndexInformer,
-	mirrorInformer cache.SharedIndexInformer, recorder record.EventRecorder) (*Controller, error) {
+	mirrorInformer cache.SharedIndexInformer, recorder record.EventRecorder, checks ...*conflictCheck) (*Controller, error) {
 	c := &Controller{
 		mirrorClient:  mirrorClient,
 		pods:          podInformer.GetIndexer(),
@@ -103,19 +121,23 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](retryBaseDelay, retryMaxDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"},
 		),
-		recorder: recorder,
-		tracker:  newWriteTracker(),
-		foreign:  map[cache.ObjectName]foreignReport{},
-		invalid:  map[cache.ObjectName]types.UID{},
+		recorder:  recorder,
+		tracker:   newWriteTracker(),
+		foreign:   map[cache.ObjectName]foreignReport{},
+		invalid:   map[cache.ObjectName]types.UID{},
+		conflicts: newConflictLedger(),
+		holders:   newHolderIndex(),
 	}
 	logger := klog.FromContext(ctx)
-	if _, err := podInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+	podHandler, err := podInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addPod,
 		UpdateFunc: c.updatePod,
 		DeleteFunc: c.deletePod,
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+	}, cache.HandlerOptions{Logger: &logger})
+	if err != nil {
 		return nil, fmt.Errorf("adding pod event handler: %w", err)
 	}
+	c.holdersSynced = podHandler.HasSynced
 	if _, err := mirrorInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addMirror,
 		UpdateFunc: c.updateMirror,
@@ -123,7 +145,48 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 	}, cache.HandlerOptions{Logger: &logger}); err != nil {
 		return nil, fmt.Errorf("adding PodToIp event handler: %w", err)
 	}
+	for _, k := range checks {
+		var handler cache.ResourceEventHandlerFuncs
+		switch k.name {
+		case checkNodes:
+			if err := ensureIndexers(k.informer, cache.Indexers{addressIndex: nodeAddressIndexFunc}); err != nil {
+				return nil, fmt.Errorf("adding the node address index: %w", err)
+			}
+			c.nodes = k.informer.GetIndexer()
+			handler = cache.ResourceEventHandlerFuncs{AddFunc: c.addNode, UpdateFunc: c.updateNode, DeleteFunc: c.deleteNode}
+		case checkServices:
+			c.ipAddresses = k.informer.GetIndexer()
+			handler = cache.ResourceEventHandlerFuncs{AddFunc: c.addIPAddress, UpdateFunc: c.updateIPAddress, DeleteFunc: c.deleteIPAddress}
+		default:
+			return nil, fmt.Errorf("unknown conflict check %q", k.name)
+		}
+		if _, err := k.informer.AddEventHandlerWithOptions(handler, cache.HandlerOptions{Logger: &logger}); err != nil {
+			return nil, fmt.Errorf("adding %s event handler: %w", k.resource, err)
+		}
+		c.checks = append(c.checks, k)
+	}
 	return c, nil
+}
+
+// ensureIndexers adds the indexes of want that inf does not have yet. An
+// informer built without any index cannot take one later (client-go's
+// store has no index map to add to), so main builds the node informer with
+// its index.
+func ensureIndexers(inf cache.SharedIndexInformer, want cache.Indexers) error {
+	have := inf.GetIndexer().GetIndexers()
+	missing := cache.Indexers{}
+	for name, fn := range want {
+		if _, ok := have[name]; !ok {
+			missing[name] = fn
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if have == nil {
+		return fmt.Errorf("the informer was built without indexers; build it with %v", slices.Sorted(maps.Keys(want)))
+	}
+	return inf.AddIndexers(missing)
 }
 
 // The event handlers only filter and enqueue; all decisions are made in
@@ -136,8 +199,18 @@ func (c *Controller) enqueue(key cache.ObjectName) {
 	}
 }
 
+// A pod's conflicts depend on the other holders of its addresses, so a pod
+// that comes, goes, or changes its addresses or whether it counts as a
+// holder is recorded in the holder index (on every replica) and also
+// queues the other holders of its old and new addresses.
+
 func (c *Controller) addPod(obj any) {
-	c.enqueue(cache.MetaObjectToName(obj.(*podInfo)))
+	pod := obj.(*podInfo)
+	key := cache.MetaObjectToName(pod)
+	held := heldAddresses(pod)
+	c.holders.move(key, nil, held)
+	c.enqueue(key)
+	c.enqueueHoldersOf(key, held)
 }
 
 func (c *Controller) updatePod(oldObj, newObj any) {
@@ -145,12 +218,25 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 	if old.ResourceVersion == cur.ResourceVersion || !mirrorChanged(old, cur) {
 		return
 	}
-	c.enqueue(cache.MetaObjectToName(cur))
+	key := cache.MetaObjectToName(cur)
+	was, is := heldAddresses(old), heldAddresses(cur)
+	changed := !slices.Equal(was, is)
+	if changed {
+		c.holders.move(key, was, is)
+	}
+	c.enqueue(key)
+	if changed {
+		c.enqueueHoldersOf(key, was, is)
+	}
 }
 
 func (c *Controller) deletePod(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
-		c.enqueue(cache.MetaObjectToName(pod))
+		key := cache.MetaObjectToName(pod)
+		held := heldAddresses(pod)
+		c.holders.move(key, held, nil)
+		c.enqueue(key)
+		c.enqueueHoldersOf(key, held)
 	}
 }
 
@@ -207,7 +293,7 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.podsSynced, c.mirrorsSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced()...) {
 		c.queue.ShutDown()
 		return nil // stopped before the caches synced
 	}
@@ -228,6 +314,21 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 	wg.Wait()
 	logger.Info("Workers stopped")
 	return nil
+}
+
+// synced lists what the workers wait for: both caches, the holder index
+// (else a restart would find a conflict's other holder missing, clear the
+// mark, and set it again), and each conflict check's cache unless the check
+// is off.
+func (c *Controller) synced() []cache.InformerSynced {
+	out := []cache.InformerSynced{c.podsSynced, c.mirrorsSynced}
+	if c.holdersSynced != nil {
+		out = append(out, c.holdersSynced)
+	}
+	for _, k := range c.checks {
+		out = append(out, k.synced)
+	}
+	return out
 }
 
 // activate turns on queueing from the event handlers and queues the key of
@@ -338,12 +439,17 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return nil
 	}
 	if have != nil && !isManaged(have) {
+		c.conflicts.record(ctx, key, nil)
 		c.reportForeign(ctx, key, pod, have)
 		return nil
 	}
 	c.clearForeign(key)
 
-	want, err := desiredMirror(pod)
+	conflicts, err := c.conflictsOf(key, pod)
+	if err != nil {
+		return err
+	}
+	want, err := desiredMirrorWith(pod, conflicts)
 	var invalid *invalidAddressError
 	if errors.As(err, &invalid) {
 		// Nothing to mirror, and retrying cannot help: the pod changing is
@@ -353,18 +459,27 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	} else {
 		c.clearInvalid(key)
 	}
+	if want == nil {
+		conflicts = nil // no mirror shows them
+	}
+	c.conflicts.record(ctx, key, conflicts)
+	var wrote bool
 	switch {
 	case want == nil && have == nil:
 		return nil
 	case want == nil:
 		return c.deleteMirrorObject(ctx, key, have, observed)
 	case have == nil:
-		return c.createMirror(ctx, key, want, observed)
+		wrote, err = c.createMirror(ctx, key, want, observed)
 	case needsUpdate(have, want):
-		return c.updateMirrorObject(ctx, key, have, applyDesired(have, want), observed)
+		wrote, err = c.updateMirrorObject(ctx, key, have, applyDesired(have, want), observed)
 	default:
 		return nil
 	}
+	if wrote {
+		c.reportConflict(pod, have, want, conflicts)
+	}
+	return err
 }
 
 // cachedPod returns the cached pod of key, or nil. The result is shared with
@@ -393,7 +508,7 @@ func (c *Controller) cachedMirror(key cache.ObjectName) (*PodToIp, error) {
 	return obj.(*PodToIp), nil
 }
 
-func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp, observed time.Time) error {
+func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp, observed time.Time) (wrote bool, err error) {
 	c.tracker.begin(key)
 	created, err := c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{})
 	if err != nil {
@@ -405,21 +520,21 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 		writesTotal.WithLabelValues("create").Inc()
 		klog.FromContext(ctx).V(4).Info("Created PodToIp", "address", want.PodAddress)
 		logTrail(ctx, trailAssigned, want, nil, observed)
-		return nil
+		return true, nil
 	case apierrors.IsAlreadyExists(err):
 		// The cache is behind; its add event will requeue the key.
 		klog.FromContext(ctx).V(2).Info("PodToIp already exists; waiting for the cache")
-		return nil
+		return false, nil
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		// The namespace is going away with the pod; nothing to mirror.
 		klog.FromContext(ctx).V(2).Info("Not creating PodToIp in a terminating namespace")
-		return nil
+		return false, nil
 	default:
-		return fmt.Errorf("creating PodToIp %s: %w", key, err)
+		return false, fmt.Errorf("creating PodToIp %s: %w", key, err)
 	}
 }
 
-func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, have, obj *PodToIp, observed time.Time) error {
+func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, have, obj *PodToIp, observed time.Time) (wrote bool, err error) {
 	c.tracker.begin(key)
 	updated, err := c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{})
 	if err != nil {
@@ -439,14 +554,14 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 		} else {
 			logTrail(ctx, trailChanged, obj, have.PodIPs, observed)
 		}
-		return nil
+		return true, nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		// Someone else changed or deleted it; the watch event for that
 		// change will requeue the key with fresh state.
 		klog.FromContext(ctx).V(2).Info("PodToIp changed underneath us; waiting for the cache", "err", err)
-		return nil
+		return false, nil
 	default:
-		return fmt.Errorf("updating PodToIp %s: %w", key, err)
+		return false, fmt.Errorf("updating PodToIp %s: %w", key, err)
 	}
 }
 

@@ -274,7 +274,10 @@ func TestHandlersQueueNothingUntilWorkersRun(t *testing.T) {
 	f.sync("web")
 	f.sync("gone")
 	f.expectActions("create ns/web", "delete ns/gone")
-	f.c.addPod(toPodInfo(testPod(func(p *corev1.Pod) { p.Name = "late" })))
+	// Another address than web's: a pod sharing it would queue web too.
+	f.c.addPod(toPodInfo(testPod(func(p *corev1.Pod) {
+		p.Name, p.Status.PodIP, p.Status.PodIPs = "late", "10.244.0.9", []corev1.PodIP{{IP: "10.244.0.9"}}
+	})))
 	if f.c.queue.Len() != 1 {
 		t.Error("events are not queued once the workers run")
 	}

@@ -112,10 +112,12 @@ func newFixture(t *testing.T) *fixture {
 		mirrorsSynced: func() bool { return true },
 		queue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Second)),
-		recorder: f.recorder,
-		tracker:  newWriteTracker(),
-		foreign:  map[cache.ObjectName]foreignReport{},
-		invalid:  map[cache.ObjectName]types.UID{},
+		recorder:  f.recorder,
+		tracker:   newWriteTracker(),
+		foreign:   map[cache.ObjectName]foreignReport{},
+		invalid:   map[cache.ObjectName]types.UID{},
+		conflicts: newConflictLedger(),
+		holders:   f.pods.holders,
 	}
 	f.c.active.Store(true) // as when the workers run
 	t.Cleanup(f.c.queue.ShutDown)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	netutils "k8s.io/utils/net"
 )
 
@@ -304,13 +307,15 @@ type ownedFields struct {
 	PodIPs                        []string
 	PodIPv4, PodIPv6              string
 	HostNetwork                   bool
+	Conflict                      bool
+	ConflictsWith                 []string
 	ManagedBy                     string
 	Owners                        []metav1.OwnerReference
 }
 
 func owned(m *PodToIp) ownedFields {
 	return ownedFields{m.PodName, m.PodAddress, m.NodeName, m.PodUID, m.PodIPs, m.PodIPv4, m.PodIPv6, m.HostNetwork,
-		m.Labels[managedByLabel], m.OwnerReferences}
+		m.Conflict, m.ConflictsWith, m.Labels[managedByLabel], m.OwnerReferences}
 }
 
 // semantic is apimachinery's notion of equality (nil and empty slices and
@@ -367,6 +372,10 @@ func FuzzApplyDesired(f *testing.F) {
 		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(0))
 	f.Add("web", "uid-1", "node-1", "FD00::1", "FD00::1,010.000.000.001", // upgrade: a mirror in the previous release's shape
 		"web", "uid-1", "FD00::1", "FD00::1,010.000.000.001", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "", "", byte(0))
+	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1", // a conflict starts
+		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(8))
+	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1", // a conflict ends
+		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(16|32))
 	f.Fuzz(func(t *testing.T, podName, podUID, podNode, podIP, podIPList string,
 		haveName, haveUID, haveAddr, haveIPs, haveNode, labels, annotations, rv string,
 		nRefs uint8, refAPIVersion, refKind, refName, refUID string, refController, refBlock byte,
@@ -376,7 +385,14 @@ func FuzzApplyDesired(f *testing.F) {
 		}
 		pod := fuzzPod(podName, "ns", podUID, podNode, "Running", podIP, podIPList, false)
 		pod.Spec.HostNetwork = hostNet&1 != 0
-		want, err := desiredMirror(toPodInfo(pod))
+		// Conflicts from the remaining bits of hostNet, without another
+		// fuzzer argument: none, one holder or two, for want and for have.
+		holders := [][]string{nil, {"Pod ns/other"}, {"Node n1", "Service ns/web"}, {}}
+		var conflicts []addressConflict
+		if with := holders[hostNet>>2&3]; with != nil {
+			conflicts = []addressConflict{{address: podIP, holders: with}}
+		}
+		want, err := desiredMirrorWith(toPodInfo(pod), conflicts)
 		if _, _, _, _, ok := specAddresses(pod); !ok {
 			return // no mirror: nothing to apply
 		}
@@ -391,6 +407,7 @@ func FuzzApplyDesired(f *testing.F) {
 			},
 			PodName: haveName, PodUID: types.UID(haveUID), PodAddress: haveAddr, NodeName: haveNode,
 			PodIPv4: haveV4, PodIPv6: haveV6, HostNetwork: hostNet&2 != 0,
+			Conflict: hostNet&16 != 0, ConflictsWith: holders[hostNet>>5&3],
 		}
 		if haveIPs != "" {
 			have.PodIPs = strings.Split(haveIPs, ",")
@@ -435,6 +452,7 @@ func FuzzApplyDesired(f *testing.F) {
 		expect.PodName, expect.PodUID, expect.PodAddress, expect.PodIPs, expect.NodeName =
 			want.PodName, want.PodUID, want.PodAddress, want.PodIPs, want.NodeName
 		expect.PodIPv4, expect.PodIPv6, expect.HostNetwork = want.PodIPv4, want.PodIPv6, want.HostNetwork
+		expect.Conflict, expect.ConflictsWith = want.Conflict, want.ConflictsWith
 		if !reflect.DeepEqual(out, expect) {
 			t.Fatalf("applyDesired = %+v\nwant %+v", out, expect)
 		}
@@ -606,6 +624,61 @@ func FuzzDecodePodToIp(f *testing.F) {
 			again, err := runtime.Encode(clientEnc, back)
 			if err != nil || !bytes.Equal(again, enc) {
 				t.Fatalf("re-encoding is not stable (%v):\n%s\n%s", err, enc, again)
+			}
+		}
+	})
+}
+
+// FuzzHolderIndex moves pods between addresses in any order the fuzzer
+// picks: each pair of bytes sets one of 8 pods' addresses to a subset of 4.
+// After every move the index must name exactly the pods a plain map of
+// sets names, and keep a list only for an address with several holders.
+func FuzzHolderIndex(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 1, 2, 1, 0, 0, 1, 0, 2, 0})
+	f.Add([]byte{0, 15, 1, 15, 2, 15, 3, 15, 1, 0, 0, 3, 2, 12, 3, 0})
+	f.Add([]byte{7, 5, 7, 10, 7, 5, 6, 5, 7, 0, 6, 0})
+	addrs := []string{"10.1.0.1", "10.1.0.2", "fd00::1", "fd00::2"}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		x := newHolderIndex()
+		spec := map[string]map[cache.ObjectName]bool{}
+		held := map[cache.ObjectName][]string{}
+		for i := 0; i+1 < len(ops); i += 2 {
+			key := cache.ObjectName{Namespace: "ns", Name: fmt.Sprint("p", ops[i]%8)}
+			var is []string
+			for b, a := range addrs {
+				if ops[i+1]&(1<<b) != 0 {
+					is = append(is, a)
+				}
+			}
+			x.move(key, held[key], is)
+			for _, a := range held[key] {
+				delete(spec[a], key)
+			}
+			for _, a := range is {
+				if spec[a] == nil {
+					spec[a] = map[cache.ObjectName]bool{}
+				}
+				spec[a][key] = true
+			}
+			held[key] = is
+			shared := 0
+			for _, a := range addrs {
+				got := map[cache.ObjectName]bool{}
+				for _, k := range x.holders(a) {
+					if got[k] {
+						t.Fatalf("op %d: %v listed twice for %s", i/2, k, a)
+					}
+					got[k] = true
+				}
+				if !maps.Equal(got, spec[a]) && (len(got) > 0 || len(spec[a]) > 0) {
+					t.Fatalf("op %d: holders(%s) = %v, want %v", i/2, a, got, spec[a])
+				}
+				if len(spec[a]) > 1 {
+					shared++
+				}
+			}
+			if len(x.more) != shared {
+				t.Fatalf("op %d: %d addresses keep a list, %d have several holders", i/2, len(x.more), shared)
 			}
 		}
 	})

@@ -32,6 +32,12 @@ var (
 		Help:           "Successful writes of PodToIp objects, by operation (create, update, delete).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"operation"})
+	conflictsDetectedTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "podtoip", Subsystem: "controller", Name: "address_conflicts_total",
+		Help: "Address conflicts found: each time an address came to be held by more than one live holder (pods, a Service ClusterIP, a Node). " +
+			"A restarted controller counts the conflicts it finds still present again.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerOnce sync.Once
 
 	apiRejectionsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -53,7 +59,7 @@ func registerAccessMetrics() {
 // controller's caches when scraped, so they can never drift from them.
 func registerMetrics(c *Controller) {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncsTotal, writesTotal)
+		legacyregistry.MustRegister(syncsTotal, writesTotal, conflictsDetectedTotal)
 		legacyregistry.RawMustRegister(
 			metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Subsystem: "controller", Name: "mirrors",
@@ -70,7 +76,27 @@ func registerMetrics(c *Controller) {
 				Help:           "Pods that have no PodToIp because an address in their status is not an IP address (each has a PodToIpInvalidAddress event).",
 				StabilityLevel: metrics.ALPHA,
 			}, func() float64 { return float64(c.invalidCount()) }),
+			metrics.NewGaugeFunc(&metrics.GaugeOpts{
+				Namespace: "podtoip", Subsystem: "controller", Name: "conflicting_addresses",
+				Help: "Addresses held by more than one live holder (pods, a Service ClusterIP, a Node) right now, as the leader's reconciles found them; " +
+					"each pod involved has conflict=true on its PodToIp. 0 on standbys.",
+				StabilityLevel: metrics.ALPHA,
+			}, func() float64 { return float64(c.conflicts.addresses()) }),
 		)
+		for _, k := range c.checks {
+			legacyregistry.RawMustRegister(metrics.NewGaugeFunc(&metrics.GaugeOpts{
+				Namespace: "podtoip", Subsystem: "controller", Name: "conflict_check_enabled",
+				Help: "1 while an optional address conflict check runs, 0 while it is off (its informer may not list, or the API is not served) or not synced yet. " +
+					"check is nodes (Node addresses) or services (Service ClusterIPs); the check between pods always runs.",
+				ConstLabels:    map[string]string{"check": k.name},
+				StabilityLevel: metrics.ALPHA,
+			}, func() float64 {
+				if k.enabled() {
+					return 1
+				}
+				return 0
+			}))
+		}
 	})
 }
 

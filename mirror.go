@@ -142,7 +142,9 @@ func ownerRef(pod *podInfo) metav1.OwnerReference {
 // the owner references. Other labels and annotations belong to users. A
 // mirror written by an earlier release (no podIPv4, podIPv6 or hostNetwork,
 // or an address spelled as its pod spelled it) differs in those fields, so
-// it is brought to the current shape by one update, and never again.
+// it is brought to the current shape by one update, and never again. One
+// without the conflict fields reads as not in conflict, which is what it
+// shows: it is left alone unless its pod is in conflict.
 func needsUpdate(have, want *PodToIp) bool {
 	return have.PodName != want.PodName ||
 		have.PodUID != want.PodUID ||
@@ -152,6 +154,8 @@ func needsUpdate(have, want *PodToIp) bool {
 		have.PodIPv6 != want.PodIPv6 ||
 		have.NodeName != want.NodeName ||
 		have.HostNetwork != want.HostNetwork ||
+		have.Conflict != want.Conflict ||
+		!slices.Equal(have.ConflictsWith, want.ConflictsWith) ||
 		have.Labels[managedByLabel] != want.Labels[managedByLabel] ||
 		!ownerRefsEqual(have.OwnerReferences, want.OwnerReferences)
 }
@@ -185,6 +189,8 @@ func applyDesired(have, want *PodToIp) *PodToIp {
 	out.PodIPv6 = want.PodIPv6
 	out.NodeName = want.NodeName
 	out.HostNetwork = want.HostNetwork
+	out.Conflict = want.Conflict
+	out.ConflictsWith = want.ConflictsWith
 	return out
 }
 

@@ -27,15 +27,42 @@ func desiredOf(p *podInfo) *PodToIp {
 	return m
 }
 
-// podStore is the pod cache of the unit tests: it stores slimmed pods.
-type podStore struct{ cache.Indexer }
+// podStore is the pod cache of the unit tests: it stores slimmed pods, and
+// keeps holders as the pod handlers keep the controller's holder index.
+type podStore struct {
+	cache.Indexer
+	holders *holderIndex
+}
 
 func newPodStore() podStore {
-	return podStore{cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})}
+	return podStore{cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), newHolderIndex()}
 }
-func (s podStore) Add(p *corev1.Pod) error    { return s.Indexer.Add(toPodInfo(p)) }
-func (s podStore) Update(p *corev1.Pod) error { return s.Indexer.Update(toPodInfo(p)) }
-func (s podStore) Delete(p *corev1.Pod) error { return s.Indexer.Delete(toPodInfo(p)) }
+
+func (s podStore) Add(p *corev1.Pod) error {
+	info := toPodInfo(p)
+	s.holders.move(cache.MetaObjectToName(info), nil, heldAddresses(info))
+	return s.Indexer.Add(info)
+}
+
+func (s podStore) Update(p *corev1.Pod) error {
+	info := toPodInfo(p)
+	key := cache.MetaObjectToName(info)
+	var was []string
+	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
+		was = heldAddresses(old.(*podInfo))
+	}
+	s.holders.move(key, was, heldAddresses(info))
+	return s.Indexer.Update(info)
+}
+
+func (s podStore) Delete(p *corev1.Pod) error {
+	info := toPodInfo(p)
+	key := cache.MetaObjectToName(info)
+	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
+		s.holders.move(key, heldAddresses(old.(*podInfo)), nil)
+	}
+	return s.Indexer.Delete(info)
+}
 
 func testPod(mut ...func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{
@@ -174,6 +201,10 @@ func TestNeedsUpdate(t *testing.T) {
 		"ipv4":                   {func(m *PodToIp) { m.PodIPv4 = "10.0.0.1" }, true},
 		"ipv6":                   {func(m *PodToIp) { m.PodIPv6 = "" }, true},
 		"hostNetwork":            {func(m *PodToIp) { m.HostNetwork = true }, true},
+		"conflict":               {func(m *PodToIp) { m.Conflict, m.ConflictsWith = true, []string{"Pod ns/b"} }, true},
+		"conflict flag only":     {func(m *PodToIp) { m.Conflict = true }, true},
+		"conflicting holders":    {func(m *PodToIp) { m.ConflictsWith = []string{"Node n1"} }, true},
+		"no conflict fields":     {func(m *PodToIp) { m.Conflict, m.ConflictsWith = false, []string{} }, false},
 		"previous release shape": {func(m *PodToIp) { m.PodIPv4, m.PodIPv6 = "", "" }, true},
 		"not canonical":          {func(m *PodToIp) { m.PodIPs = []string{m.PodIPs[0], "FD00::5"} }, true},
 		"uid":                    {func(m *PodToIp) { m.PodUID = "uid-2" }, true},

@@ -47,6 +47,17 @@ type PodToIp struct {
 	// node's, shared with the node and every hostNetwork pod on it. Always
 	// written, so that a selector on hostNetwork=false finds the others.
 	HostNetwork bool `json:"hostNetwork"`
+	// Conflict is set while another live holder has one of the pod's
+	// addresses: another pod that is not terminating, not finished and not
+	// hostNetwork, a Service's ClusterIP or a Node's address (see
+	// conflicts.go). Always written, so that conflict=true and
+	// conflict=false both select. Never set on a hostNetwork pod's mirror:
+	// sharing its node's addresses is what hostNetwork means.
+	Conflict bool `json:"conflict"`
+	// ConflictsWith names the other holders while Conflict is set: "Pod
+	// namespace/name", "Service namespace/name" or "Node name", sorted, at
+	// most maxConflictsListed.
+	ConflictsWith []string `json:"conflictsWith,omitempty"`
 }
 
 // PodToIpList is a list of PodToIp objects, as returned by list calls.

@@ -15,6 +15,10 @@ func (in *PodToIp) DeepCopyInto(out *PodToIp) {
 		out.PodIPs = make([]string, len(in.PodIPs))
 		copy(out.PodIPs, in.PodIPs)
 	}
+	if in.ConflictsWith != nil {
+		out.ConflictsWith = make([]string, len(in.ConflictsWith))
+		copy(out.ConflictsWith, in.ConflictsWith)
+	}
 }
 
 // DeepCopy returns a new PodToIp equal to in, sharing no memory with it.

@@ -10,6 +10,7 @@ import (
 
 func fullMirror() *PodToIp {
 	m := desiredFor(testPod(func(p *corev1.Pod) { p.Spec.HostNetwork = true }))
+	m.Conflict, m.ConflictsWith = true, []string{"Node n1", "Pod ns/b"}
 	m.Annotations = map[string]string{"a": "1"}
 	m.Finalizers = []string{"f"}
 	m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x"}}
@@ -37,6 +38,7 @@ func TestDeepCopyIsolates(t *testing.T) {
 	c.OwnerReferences[0].UID = "other"
 	c.PodIPs[0] = "192.0.2.1"
 	c.PodIPv4, c.PodIPv6, c.HostNetwork = "192.0.2.1", "", false
+	c.ConflictsWith[0], c.Conflict = "Pod ns/c", false
 	c.DeletionTimestamp.Time = c.DeletionTimestamp.Add(1)
 	if !reflect.DeepEqual(orig, snapshot) {
 		t.Errorf("mutating the copy changed the original:\n%+v", orig)
@@ -46,7 +48,8 @@ func TestDeepCopyIsolates(t *testing.T) {
 	lc := list.DeepCopyObject().(*PodToIpList)
 	lc.Items[0].PodIPs[0] = "192.0.2.1"
 	lc.Items[0].Labels["x"] = "y"
-	if list.Items[0].PodIPs[0] == "192.0.2.1" || list.Items[0].Labels["x"] == "y" {
+	lc.Items[0].ConflictsWith[0] = "Pod ns/c"
+	if list.Items[0].PodIPs[0] == "192.0.2.1" || list.Items[0].Labels["x"] == "y" || list.Items[0].ConflictsWith[0] == "Pod ns/c" {
 		t.Error("list deep copy shares items with the original")
 	}
 	var nilMirror *PodToIp

@@ -24,7 +24,8 @@ type convergence struct {
 	// Missing: a pod that should have a mirror has none.
 	Missing int
 	// Stale: a managed mirror whose address, IPs, node, pod name or pod UID
-	// (or owner reference) differ from its pod's.
+	// (or owner reference) differ from its pod's, or whose conflict and
+	// conflictsWith differ from the conflicts its pod's addresses are in.
 	Stale int
 	// Orphan: a managed mirror whose pod is gone or should have no mirror.
 	Orphan int
@@ -54,7 +55,7 @@ func (c convergence) String() string {
 }
 
 func (c *convergence) note(format string, args ...any) {
-	if len(c.Details) < 8 {
+	if len(c.Details) < 12 {
 		c.Details = append(c.Details, fmt.Sprintf(format, args...))
 	}
 }
@@ -132,18 +133,109 @@ func expectedAddresses(p *corev1.Pod) (addresses, bool) {
 	return a, true
 }
 
+// maxConflictsWith is how many holders a mirror's conflictsWith names at
+// most (the CRD's maxItems): the first ones, sorted.
+const maxConflictsWith = 16
+
+// holdersByAddress is the specification of address conflicts, written
+// independently of the product: who holds each canonical address. A pod
+// holds the addresses of its status.podIPs (podIP alone when unset) if it
+// has a mirror (podWantsMirror) and does not use the host's network; a
+// Service holds the address an IPAddress object is named by when its
+// parentRef is that Service; a Node holds the IP addresses among its
+// status.addresses.
+type holdersByAddress map[string][]string
+
+// conflictHolders lists the holders of every address: the pods of pods
+// (the namespaces the controller under test watches), and every
+// IPAddress and Node of the cluster.
+func conflictHolders(ctx context.Context, on *controlplane.ControlPlane, pods []corev1.Pod) (holdersByAddress, error) {
+	h := holdersByAddress{}
+	add := func(raw, holder string) {
+		if ip, _, ok := canonical(raw); ok && !slices.Contains(h[ip], holder) {
+			h[ip] = append(h[ip], holder)
+		}
+	}
+	for i := range pods {
+		p := &pods[i]
+		if !podWantsMirror(p) || p.Spec.HostNetwork {
+			continue
+		}
+		for _, ip := range podIPList(p) {
+			add(ip, "Pod "+p.Namespace+"/"+p.Name)
+		}
+	}
+	addrs, err := on.Kube.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing IPAddresses: %w", err)
+	}
+	for _, a := range addrs.Items {
+		if ref := a.Spec.ParentRef; ref != nil && ref.Group == "" && ref.Resource == "services" {
+			add(a.Name, "Service "+ref.Namespace+"/"+ref.Name)
+		}
+	}
+	nodes, err := on.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			add(a.Address, "Node "+n.Name)
+		}
+	}
+	return h, nil
+}
+
+// expectedConflicts returns what pod's mirror must say about conflicts:
+// the other holders of any of its addresses, sorted, each once, at most
+// maxConflictsWith; none for a pod that does not hold its addresses (a
+// hostNetwork pod).
+func (h holdersByAddress) expectedConflicts(p *corev1.Pod) []string {
+	if p.Spec.HostNetwork {
+		return nil
+	}
+	self := "Pod " + p.Namespace + "/" + p.Name
+	var out []string
+	for _, raw := range podIPList(p) {
+		ip, _, _ := canonical(raw)
+		for _, holder := range h[ip] {
+			if holder != self && !slices.Contains(out, holder) {
+				out = append(out, holder)
+			}
+		}
+	}
+	slices.Sort(out)
+	if len(out) > maxConflictsWith {
+		out = out[:maxConflictsWith]
+	}
+	return out
+}
+
 // measureConvergence lists the pods and PodToIps of the namespaces on on
 // (from the API server, not a cache) and counts the differences. A pod is
 // satisfied only by a managed mirror or by an unmanaged object registered
 // in foreign; any other PodToIp without the managed-by label is counted as
-// Unmanaged, wherever it is.
+// Unmanaged, wherever it is. Conflicts between pods are judged among the
+// pods of these namespaces, which must be what the controller watches;
+// conflicts with Services and Nodes cluster-wide.
 func measureConvergence(ctx context.Context, on *controlplane.ControlPlane, foreign foreignObjects, namespaces ...string) (convergence, error) {
 	var c convergence
+	podsOf := map[string][]corev1.Pod{}
+	var all []corev1.Pod
 	for _, ns := range namespaces {
 		pods, err := on.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return c, fmt.Errorf("listing pods in %s: %w", ns, err)
 		}
+		podsOf[ns] = pods.Items
+		all = append(all, pods.Items...)
+	}
+	holders, err := conflictHolders(ctx, on, all)
+	if err != nil {
+		return c, err
+	}
+	for _, ns := range namespaces {
+		pods := corev1.PodList{Items: podsOf[ns]}
 		list, err := on.Dynamic.Resource(ptpGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return c, fmt.Errorf("listing PodToIps in %s: %w", ns, err)
@@ -187,11 +279,13 @@ func measureConvergence(ctx context.Context, on *controlplane.ControlPlane, fore
 			ownerOK := len(m.OwnerReferences) == 1 && m.OwnerReferences[0].UID == pod.UID &&
 				m.OwnerReferences[0].Kind == "Pod" && m.OwnerReferences[0].Name == pod.Name
 			want, _ := expectedAddresses(pod)
+			conflictsWith := holders.expectedConflicts(pod)
 			if m.PodAddress != want.address || !slices.Equal(m.PodIPs, want.ips) || m.PodIPv4 != want.v4 || m.PodIPv6 != want.v6 ||
 				m.HostNetwork != want.hostNet ||
-				m.NodeName != pod.Spec.NodeName || m.PodUID != pod.UID || m.PodName != pod.Name || !ownerOK {
+				m.NodeName != pod.Spec.NodeName || m.PodUID != pod.UID || m.PodName != pod.Name || !ownerOK ||
+				m.Conflict != (len(conflictsWith) > 0) || !slices.Equal(m.ConflictsWith, conflictsWith) {
 				c.Stale++
-				c.note("stale %s: has %s, pod uid=%s %s node=%s", key, describe(m), pod.UID, want.describe, pod.Spec.NodeName)
+				c.note("stale %s: has %s, pod uid=%s %s node=%s conflictsWith=%q", key, describe(m), pod.UID, want.describe, pod.Spec.NodeName, conflictsWith)
 			}
 		}
 		for name, pod := range podByName {
@@ -307,6 +401,20 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 		t.Fatal(err)
 	}
 	put("host", managed, runningPod(t, ns, "host", []string{"10.244.90.9"}, hostNetwork()), "10.244.90.9")
+	// Conflicts: twin-a and twin-b hold one address; twin-a's mirror says
+	// so, twin-b's does not, and alone's claims a conflict it is not in.
+	conflictPatch := func(name, with string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"conflict":true,"conflictsWith":[%q]}`, with)
+		if _, err := mirrors(ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("twin-a", managed, runningPod(t, ns, "twin-a", []string{"10.244.90.10"}), "10.244.90.10")
+	conflictPatch("twin-a", "Pod "+ns+"/twin-b")
+	put("twin-b", managed, runningPod(t, ns, "twin-b", []string{"10.244.90.10"}), "10.244.90.10")
+	put("alone", managed, runningPod(t, ns, "alone", []string{"10.244.90.11"}), "10.244.90.11")
+	conflictPatch("alone", "Pod "+ns+"/nobody")
 
 	c, err := measureConvergence(t.Context(), cp, foreign, ns)
 	if err != nil {
@@ -314,15 +422,20 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 	}
 	t.Logf("checker: %v", c)
 	counts := func(c convergence) [5]int { return [5]int{c.Missing, c.Stale, c.Orphan, c.ForeignTouched, c.Unmanaged} }
-	want := convergence{Missing: 1, Stale: 3, Orphan: 1, Unmanaged: 2}
+	want := convergence{Missing: 1, Stale: 5, Orphan: 1, Unmanaged: 2}
 	if counts(c) != counts(want) || c.ok() {
 		t.Errorf("checker counts %v, want %+v and not ok", c, want)
 	}
 	for _, d := range []string{"unmanaged " + ns + "/unlabelled", "unmanaged " + ns + "/theirs", "missing " + ns + "/missing",
-		"stale " + ns + "/stale", "stale " + ns + "/old-shape", "stale " + ns + "/host", "orphan " + ns + "/orphan"} {
+		"stale " + ns + "/stale", "stale " + ns + "/old-shape", "stale " + ns + "/host", "orphan " + ns + "/orphan",
+		"stale " + ns + "/twin-b", "stale " + ns + "/alone"} {
 		if !slices.ContainsFunc(c.Details, func(s string) bool { return strings.HasPrefix(s, d) }) {
 			t.Errorf("details %q do not name %q", c.Details, d)
 		}
+	}
+
+	if slices.ContainsFunc(c.Details, func(s string) bool { return strings.HasPrefix(s, "stale "+ns+"/twin-a") }) {
+		t.Errorf("details %q name twin-a, whose mirror shows its conflict", c.Details)
 	}
 
 	// Registered, the unlabelled objects satisfy their pods; touched, a
@@ -340,7 +453,7 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 	if c, err = measureConvergence(t.Context(), cp, foreign, ns); err != nil {
 		t.Fatal(err)
 	}
-	if want := (convergence{Missing: 1, Stale: 3, Orphan: 1, ForeignTouched: 1}); counts(c) != counts(want) {
+	if want := (convergence{Missing: 1, Stale: 5, Orphan: 1, ForeignTouched: 1}); counts(c) != counts(want) {
 		t.Errorf("with the unlabelled objects registered and one of them changed: %v, want %+v", c, want)
 	}
 }

@@ -93,6 +93,11 @@ func TestDeployManifests(t *testing.T) {
 			// No patch: it updates whole objects.
 			{[]string{"get", "list", "watch", "create", "update", "delete"}, "podtoips.example.com", "", nil},
 			{[]string{"create", "patch"}, "events", "", nil},
+			// The address conflict checks read Node addresses and the
+			// IPAddresses of Service ClusterIPs, through informers: no get,
+			// and nothing of Services themselves.
+			{[]string{"list", "watch"}, "nodes", "", nil},
+			{[]string{"list", "watch"}, "ipaddresses.networking.k8s.io", "", nil},
 			// Leader election in its own namespace. Create cannot be limited
 			// to a name; reads and writes touch only its own Lease.
 			{[]string{"create"}, "leases.coordination.k8s.io", deployNS, nil},
@@ -118,6 +123,7 @@ func TestDeployManifests(t *testing.T) {
 			"events", "events.events.k8s.io", "leases.coordination.k8s.io",
 			"secrets", "configmaps", "nodes", "serviceaccounts/token",
 			"customresourcedefinitions.apiextensions.k8s.io",
+			"ipaddresses.networking.k8s.io", "servicecidrs.networking.k8s.io", "services",
 		}
 		type check struct{ verb, resource, ns, name string }
 		var checks []check

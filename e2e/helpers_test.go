@@ -43,6 +43,8 @@ type mirror struct {
 	PodIPv6           string    `json:"podIPv6"`
 	NodeName          string    `json:"nodeName"`
 	HostNetwork       bool      `json:"hostNetwork"`
+	Conflict          bool      `json:"conflict"`
+	ConflictsWith     []string  `json:"conflictsWith"`
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -270,8 +272,9 @@ func describe(m *mirror) string {
 	if m == nil {
 		return "<none>"
 	}
-	return fmt.Sprintf("{uid=%s rv=%s labels=%v podUID=%s address=%s ips=%v v4=%s v6=%s node=%s hostNetwork=%v owners=%d}",
-		m.UID, m.ResourceVersion, m.Labels, m.PodUID, m.PodAddress, m.PodIPs, m.PodIPv4, m.PodIPv6, m.NodeName, m.HostNetwork, len(m.OwnerReferences))
+	return fmt.Sprintf("{uid=%s rv=%s labels=%v podUID=%s address=%s ips=%v v4=%s v6=%s node=%s hostNetwork=%v conflict=%v conflictsWith=%q owners=%d}",
+		m.UID, m.ResourceVersion, m.Labels, m.PodUID, m.PodAddress, m.PodIPs, m.PodIPv4, m.PodIPv6, m.NodeName, m.HostNetwork,
+		m.Conflict, m.ConflictsWith, len(m.OwnerReferences))
 }
 
 // podtoipRequests reads the API server's own request counters for podtoips.

@@ -58,6 +58,10 @@ type options struct {
 	controller  string
 	extraArgs   string
 	strict      bool
+	// The conflict phase (conflicts.go).
+	nodes, services int
+	conflictRounds  int
+	baseline        string
 }
 
 // Exit codes: the run could not measure (exitFailed), was given bad flags
@@ -79,9 +83,17 @@ func main() {
 	flag.StringVar(&o.controller, "controller", "", "The podtoip-controller binary to measure (default: build it into bin/).")
 	flag.StringVar(&o.extraArgs, "controller-args", "", "Extra flags for the controller, space-separated, to compare settings (recorded runs use none: the defaults).")
 	flag.BoolVar(&o.strict, "strict", false, "Exit 3 when a target is missed (default: exit 0 and list the misses last).")
+	flag.IntVar(&o.nodes, "nodes", 300, "Nodes to add for the conflict phase (0 with -services 0 skips it).")
+	flag.IntVar(&o.services, "services", 300, "ClusterIP Services to add for the conflict phase (at most 65,000).")
+	flag.IntVar(&o.conflictRounds, "conflict-rounds", 4, "Restarts of each kind the conflict phase averages.")
+	flag.StringVar(&o.baseline, "baseline-controller", "", "A build without the conflict checks, to compare with on the same objects in the conflict phase (default: none).")
 	flag.Parse()
-	if o.n < 1 || o.concurrency < 1 || o.churnRate < 1 || o.churnFor <= 0 || o.window <= 0 {
-		fmt.Fprintln(os.Stderr, "error: -n, -concurrency, -churn-rate, -churn-duration and -restart-window must be positive")
+	if o.n < 1 || o.concurrency < 1 || o.churnRate < 1 || o.churnFor <= 0 || o.window <= 0 || o.conflictRounds < 1 {
+		fmt.Fprintln(os.Stderr, "error: -n, -concurrency, -churn-rate, -churn-duration, -restart-window and -conflict-rounds must be positive")
+		os.Exit(exitUsage)
+	}
+	if o.nodes < 0 || o.services < 0 || o.services > 65000 || o.nodes > 65000 {
+		fmt.Fprintln(os.Stderr, "error: -nodes and -services must be between 0 and 65000")
 		os.Exit(exitUsage)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -114,6 +126,9 @@ type bench struct {
 	logDir string
 	pods   []benchPod
 	res    *Result
+	// restartSample is the restart phase's, the conflict phase's first
+	// restart without Nodes and Services.
+	restartSample restartSample
 }
 
 // benchPod is one pod as the benchmark created it.
@@ -164,7 +179,7 @@ func measure(ctx context.Context, o options, root string, res *Result) error {
 	defer cpLog.Close()
 
 	step("Starting kube-apiserver + etcd on loopback (logs in %s)", logDir)
-	cp, err := controlplane.Start(controlplane.Options{Output: cpLog})
+	cp, err := controlplane.Start(controlplane.Options{Output: cpLog, ExtraAPIServerFlags: map[string]string{"service-cluster-ip-range": serviceCIDR}})
 	if err != nil {
 		return err
 	}
@@ -203,6 +218,7 @@ func measure(ctx context.Context, o options, root string, res *Result) error {
 		{"observe", func(context.Context) error { return b.obs.start(watchCtx) }},
 		{"cold", b.cold},
 		{"restart", b.restart},
+		{"conflicts", b.conflicts},
 		{"churn", b.churn},
 		{"delete", b.delete},
 	} {
@@ -382,9 +398,24 @@ func (b *bench) raw(ctx context.Context) error {
 // startController runs the binary with its defaults; only the listening
 // addresses are moved to free loopback ports.
 func (b *bench) startController(name string) (*controlplane.Process, error) {
-	args := append([]string{"--kubeconfig", b.cp.Kubeconfig,
+	return b.startBinary(b.o.controller, name)
+}
+
+// startBinary is startController for another build (the conflict phase's
+// baseline).
+func (b *bench) startBinary(binary, name string) (*controlplane.Process, error) {
+	return b.startBinaryAs(binary, name, "")
+}
+
+// startBinaryAs is startBinary with another kubeconfig ("" for the
+// admin's).
+func (b *bench) startBinaryAs(binary, name, kubeconfig string) (*controlplane.Process, error) {
+	if kubeconfig == "" {
+		kubeconfig = b.cp.Kubeconfig
+	}
+	args := append([]string{"--kubeconfig", kubeconfig,
 		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, strings.Fields(b.o.extraArgs)...)
-	return controlplane.StartProcess(b.o.controller, nil, filepath.Join(b.logDir, name+".log"), args...)
+	return controlplane.StartProcess(binary, nil, filepath.Join(b.logDir, name+".log"), args...)
 }
 
 func (b *bench) requests(ctx context.Context) (controlplane.Requests, error) {
@@ -486,44 +517,20 @@ const workersStarted = "Starting workers"
 // (6 s of 10 at 50,000 pods), when no write can happen.
 func (b *bench) restart(ctx context.Context) error {
 	step("Restart: SIGTERM, then start again with everything in sync")
-	p := controllerProc
-	start := time.Now()
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		return err
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	code, err := p.Wait(waitCtx)
-	if err != nil {
-		return fmt.Errorf("controller did not exit after SIGTERM: %w", err)
-	}
-	b.res.Restart.ExitSeconds = time.Since(start).Seconds()
-	b.res.Restart.ExitCode = code
-
-	before, err := b.requests(ctx)
+	run, err := b.restartAs(ctx, b.o.controller, "restart", false)
 	if err != nil {
 		return err
 	}
-	start = time.Now()
-	p, err = b.startController("restart")
-	if err != nil {
-		return err
-	}
-	controllerProc = p
-	workersAt, _, err := windowAfterWorkers(ctx, p, b.o.window, 2*time.Minute)
-	if err != nil {
-		return err
-	}
-	after, err := b.requests(ctx)
-	if err != nil {
-		return err
-	}
-	b.res.Restart.ReadySeconds = workersAt.Sub(start).Seconds()
+	b.restartSample = run.sample
+	b.res.Restart.ExitSeconds = run.exit.Seconds()
+	b.res.Restart.ExitCode = run.code
+	b.res.Restart.ReadySeconds = run.sample.ReadySeconds
 	b.res.Restart.WindowSeconds = b.o.window.Seconds()
-	b.res.Restart.Requests = after.Sub(before)
-	b.res.Restart.Writes = b.res.Restart.Requests.Writes()
+	b.res.Restart.Requests = run.requests
+	b.res.Restart.Writes = run.sample.Writes
+	b.res.Restart.CPUSeconds, b.res.Restart.RSSMiB = run.sample.CPUSeconds, run.sample.RSSMiB
 	step("Restart: exit after %.2fs (code %d); workers after %.2fs; %v writes up to %v after the workers started",
-		b.res.Restart.ExitSeconds, code, b.res.Restart.ReadySeconds, b.res.Restart.Writes, b.o.window)
+		b.res.Restart.ExitSeconds, run.code, b.res.Restart.ReadySeconds, b.res.Restart.Writes, b.o.window)
 	return nil
 }
 

@@ -52,8 +52,14 @@ type Result struct {
 		WindowSeconds float64               `json:"windowAfterWorkersSeconds"`
 		Writes        float64               `json:"writes"`
 		Requests      controlplane.Requests `json:"podtoipsRequests"`
+		// CPUSeconds and RSSMiB are the restarted process's, at the
+		// window's end.
+		CPUSeconds float64 `json:"cpuSeconds"`
+		RSSMiB     float64 `json:"rssMiB"`
 	} `json:"restart"`
-	Churn struct {
+	// Conflicts is the cost of the address conflict checks (conflicts.go).
+	Conflicts conflictCost `json:"conflicts"`
+	Churn     struct {
 		Changes   int                   `json:"changes"`
 		Missed    int                   `json:"missed"`
 		LatencyMs latency               `json:"latencyMs"`
@@ -222,6 +228,31 @@ func (r *Result) evaluate() {
 	peak := max(r.Cold.PeakRSSMiB, r.Delete.PeakRSSMiB)
 	at10k("peak RSS (whole run)", fmt.Sprintf("%.1f MiB", peak), "<= 80 MiB at 10k", peak <= 80)
 	at10k("controller CPU for cold start", fmt.Sprintf("%.2f s", r.Cold.CPUSeconds), "<= 2 s at 10k", r.Cold.CPUSeconds <= 2)
+	if c := r.Conflicts; c.Rounds > 0 {
+		objects := fmt.Sprintf("%d nodes and %d Services", c.Nodes, c.Services)
+		add("conflict checks: restart CPU with "+objects+" vs without", fmt.Sprintf("%.3f x (%.2f s vs %.2f s)", c.CPURatio, c.With.CPUSeconds, c.Without.CPUSeconds),
+			"<= 1.10 x", c.CPURatio <= 1.10)
+		add("conflict checks: RSS with "+objects+" vs without", fmt.Sprintf("%.3f x (%.1f MiB vs %.1f MiB)", c.RSSRatio, c.With.RSSMiB, c.Without.RSSMiB),
+			"<= 1.10 x", c.RSSRatio <= 1.10)
+		writes := c.With.Writes
+		if c.Baseline != nil {
+			writes += c.Baseline.Writes
+		}
+		if off := c.ChecksOff; off != nil {
+			writes += off.Writes
+			add("conflict checks: restart CPU vs checks off, same objects", fmt.Sprintf("%.3f x (%.2f s vs %.2f s)", c.OffCPURatio, c.With.CPUSeconds, off.CPUSeconds),
+				"<= 1.10 x", c.OffCPURatio <= 1.10)
+			add("conflict checks: RSS vs checks off, same objects", fmt.Sprintf("%.3f x (%.1f MiB vs %.1f MiB)", c.OffRSSRatio, c.With.RSSMiB, off.RSSMiB),
+				"<= 1.10 x", c.OffRSSRatio <= 1.10)
+		}
+		add("conflict checks: writes on restarts with "+objects, fmt.Sprintf("%.0f", writes), "0", writes == 0)
+		if b := c.Baseline; b != nil {
+			add("conflict checks: restart CPU vs a build without them", fmt.Sprintf("%.3f x (%.2f s vs %.2f s)", c.BaselineCPURatio, c.With.CPUSeconds, b.CPUSeconds),
+				"<= 1.10 x", c.BaselineCPURatio <= 1.10)
+			add("conflict checks: RSS vs a build without them", fmt.Sprintf("%.3f x (%.1f MiB vs %.1f MiB)", c.BaselineRSSRatio, c.With.RSSMiB, b.RSSMiB),
+				"<= 1.10 x", c.BaselineRSSRatio <= 1.10)
+		}
+	}
 }
 
 func (r *Result) print(w io.Writer) {
@@ -236,6 +267,20 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(tw, "cold\tCPU / RSS / peak RSS\t%.2f s / %.1f MiB / %.1f MiB\n", r.Cold.CPUSeconds, r.Cold.RSSMiB, r.Cold.PeakRSSMiB)
 	fmt.Fprintf(tw, "restart\tSIGTERM to exit / workers started\t%.3f s (exit %d) / %.2f s\n", r.Restart.ExitSeconds, r.Restart.ExitCode, r.Restart.ReadySeconds)
 	fmt.Fprintf(tw, "restart\tpodtoips requests, start to %.0f s after workers\t%v\n", r.Restart.WindowSeconds, r.Restart.Requests)
+	fmt.Fprintf(tw, "restart\tCPU / RSS at the window's end\t%.2f s / %.1f MiB\n", r.Restart.CPUSeconds, r.Restart.RSSMiB)
+	if c := r.Conflicts; c.Rounds > 0 {
+		fmt.Fprintf(tw, "conflicts\trestart CPU / RSS without, mean of %d\t%.2f s / %.1f MiB\n", c.Rounds, c.Without.CPUSeconds, c.Without.RSSMiB)
+		fmt.Fprintf(tw, "conflicts\twith %d nodes (%d bytes each) and %d Services\t%.2f s / %.1f MiB (x%.3f / x%.3f), %.0f writes\n",
+			c.Nodes, c.NodeBytes, c.Services, c.With.CPUSeconds, c.With.RSSMiB, c.CPURatio, c.RSSRatio, c.With.Writes)
+		if off := c.ChecksOff; off != nil {
+			fmt.Fprintf(tw, "conflicts\tsame binary, checks off (no grants), same objects\t%.2f s / %.1f MiB (ours x%.3f / x%.3f), %.0f writes\n",
+				off.CPUSeconds, off.RSSMiB, c.OffCPURatio, c.OffRSSRatio, off.Writes)
+		}
+		if b := c.Baseline; b != nil {
+			fmt.Fprintf(tw, "conflicts\tbaseline build, same objects\t%.2f s / %.1f MiB (ours x%.3f / x%.3f), %.0f writes\n",
+				b.CPUSeconds, b.RSSMiB, c.BaselineCPURatio, c.BaselineRSSRatio, b.Writes)
+		}
+	}
 	fmt.Fprintf(tw, "churn\t%d IP changes: p50/p95/p99/max\t%.1f / %.1f / %.1f / %.1f ms, missed %d\n", r.Churn.Changes,
 		r.Churn.LatencyMs.P50, r.Churn.LatencyMs.P95, r.Churn.LatencyMs.P99, r.Churn.LatencyMs.Max, r.Churn.Missed)
 	fmt.Fprintf(tw, "churn\tpodtoips requests\t%v\n", r.Churn.Requests)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +255,61 @@ func TestWindowFailsWithoutWorkers(t *testing.T) {
 	defer p.Kill()
 	if _, _, err := windowAfterWorkers(context.Background(), p, time.Minute, time.Minute); err == nil || !strings.Contains(err.Error(), "code 2") {
 		t.Errorf("windowAfterWorkers = %v, want the exit during the window reported", err)
+	}
+}
+
+// The conflict phase adds its targets only when it ran: the ratios of
+// restarts with Nodes and Services to restarts without (and to a baseline
+// build, when given), and no writes.
+func TestVerdictConflictCost(t *testing.T) {
+	with := restartSample{WithObjects: true, CPUSeconds: 2.1, RSSMiB: 60}
+	without := []restartSample{{CPUSeconds: 1.9, RSSMiB: 56, Writes: 0}, {CPUSeconds: 2.1, RSSMiB: 58}}
+	if m := mean(without); m.CPUSeconds != 2 || m.RSSMiB != 57 {
+		t.Errorf("mean = %+v, want CPU 2 and RSS 57", m)
+	}
+	if m := mean([]restartSample{{Writes: 1}, {Writes: 2}}); m.Writes != 3 {
+		t.Errorf("mean adds writes up: %v, want 3", m.Writes)
+	}
+
+	r := converged()
+	r.Conflicts = conflictCost{Nodes: 300, Services: 300, Rounds: 2, Without: mean(without), With: with}
+	r.Conflicts.CPURatio, r.Conflicts.RSSRatio = 2.1/2, 60.0/57
+	r.evaluate()
+	if len(r.Targets) != 17 || len(r.TargetsMissed) != 0 {
+		t.Errorf("%d targets, missed %+v; want 17 met", len(r.Targets), r.TargetsMissed)
+	}
+
+	r = converged()
+	base := restartSample{CPUSeconds: 1.5, RSSMiB: 50, Writes: 1}
+	r.Conflicts = conflictCost{Nodes: 300, Services: 300, Rounds: 2, Without: mean(without), With: with, Baseline: &base}
+	r.Conflicts.CPURatio, r.Conflicts.RSSRatio = 2.1/2, 60.0/57
+	r.Conflicts.BaselineCPURatio, r.Conflicts.BaselineRSSRatio = 2.1/1.5, 60.0/50
+	r.evaluate()
+	var missed []string
+	for _, m := range r.TargetsMissed {
+		missed = append(missed, m.Name+": "+m.Value)
+	}
+	want := []string{
+		"conflict checks: writes on restarts with 300 nodes and 300 Services: 1",
+		"conflict checks: restart CPU vs a build without them: 1.400 x (2.10 s vs 1.50 s)",
+		"conflict checks: RSS vs a build without them: 1.200 x (60.0 MiB vs 50.0 MiB)",
+	}
+	if len(r.Targets) != 19 || strings.Join(missed, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%d targets; missed:\n%s\nwant 19 targets, missed:\n%s", len(r.Targets), strings.Join(missed, "\n"), strings.Join(want, "\n"))
+	}
+
+	// With the checks off on the same objects as a third kind.
+	r = converged()
+	off := restartSample{ChecksOff: true, CPUSeconds: 1.8, RSSMiB: 59, Writes: 0}
+	r.Conflicts = conflictCost{Nodes: 300, Services: 300, Rounds: 2, Without: mean(without), With: with, ChecksOff: &off}
+	r.Conflicts.CPURatio, r.Conflicts.RSSRatio = 2.1/2, 60.0/57
+	r.Conflicts.OffCPURatio, r.Conflicts.OffRSSRatio = 2.1/1.8, 60.0/59
+	r.evaluate()
+	missed = nil
+	for _, m := range r.TargetsMissed {
+		missed = append(missed, m.Name+": "+m.Value)
+	}
+	if len(r.Targets) != 19 || !slices.Equal(missed, []string{"conflict checks: restart CPU vs checks off, same objects: 1.167 x (2.10 s vs 1.80 s)"}) {
+		t.Errorf("%d targets, missed %q; want 19 targets and the CPU against checks off missed", len(r.Targets), missed)
 	}
 }

@@ -204,6 +204,7 @@ and drive the cluster in another, as you would a real one:
     kubectl get ptp -A --field-selector podIPv4=%s
     kubectl get ptp -A --field-selector podIPv6=%s
     kubectl get ptp -A --field-selector nodeName=node-3
+    kubectl get ptp -A --field-selector conflict=true   # addresses held twice
     kubectl delete namespace %s
 
 The nodes are kwok's: pods are scheduled, become Running and get addresses

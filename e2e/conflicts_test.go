@@ -1,0 +1,871 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/yaml"
+
+	"example.com/podtoip-controller/e2e/controlplane"
+)
+
+// The address conflict scenarios. They use addresses in 10.251.0.0/16,
+// which no other test gives a pod, and remove the Nodes and Services they
+// create, so that no other test's pods are in conflict with them.
+
+// waitConflict waits until the mirror of ns/name exists and says it is in
+// conflict with exactly holders (none: not in conflict), and returns it.
+func waitConflict(t *testing.T, ns, name string, holders ...string) *mirror {
+	t.Helper()
+	what := "no conflict"
+	if len(holders) > 0 {
+		what = fmt.Sprintf("conflict with %q", holders)
+	}
+	return waitMirror(t, ns, name, what, func(m *mirror) bool {
+		return m != nil && m.Conflict == (len(holders) > 0) && slices.Equal(m.ConflictsWith, holders)
+	})
+}
+
+// conflictEvents returns the AddressConflict events on the pod ns/name and
+// how many times they were recorded in all (an event recorded again is
+// counted on the same object).
+func conflictEvents(t *testing.T, ns, pod string) ([]corev1.Event, int32) {
+	t.Helper()
+	list, err := cp.Kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + pod + ",reason=AddressConflict",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	for _, e := range list.Items {
+		n += max(e.Count, 1)
+	}
+	return list.Items, n
+}
+
+// waitConflictEvent waits for the AddressConflict Warning event on the pod
+// ns/name and checks that it was recorded once and names each of want.
+func waitConflictEvent(t *testing.T, ns, pod string, want ...string) {
+	t.Helper()
+	var events []corev1.Event
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		events, _ = conflictEvents(t, ns, pod)
+		return len(events) > 0, nil
+	}); err != nil {
+		t.Fatalf("no AddressConflict event on pod %s/%s", ns, pod)
+	}
+	_, n := conflictEvents(t, ns, pod)
+	if len(events) != 1 || n != 1 || events[0].Type != corev1.EventTypeWarning {
+		t.Fatalf("AddressConflict events on pod %s/%s: %d objects, recorded %d times, want one Warning recorded once: %+v", ns, pod, len(events), n, events)
+	}
+	for _, w := range want {
+		if !strings.Contains(events[0].Message, w) {
+			t.Errorf("the AddressConflict event on pod %s/%s says %q; it does not name %q", ns, pod, events[0].Message, w)
+		}
+	}
+}
+
+// expectEventsRecorded fails unless each pod's AddressConflict events were
+// recorded exactly want times. Events reach the API server after the
+// reconcile that records them, so "no other event" needs a bound: the
+// controller is made to record a sentinel event, a PodToIpNotManaged on a
+// pod of its own, and its events are sent in order, so once the sentinel
+// is there, every event recorded before it is too. The sentinel's object
+// is added to foreign, for the checker.
+func expectEventsRecorded(t *testing.T, ns string, foreign foreignObjects, want int32, pods ...string) {
+	t.Helper()
+	name := fmt.Sprintf("sentinel-%d", len(foreign))
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "PodToIp",
+		"metadata": map[string]any{"name": name, "namespace": ns}, "podName": name, "podUID": "none", "podAddress": "10.251.255.1"}}
+	created, err := mirrors(ns).Create(t.Context(), obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign[ns+"/"+name] = created.GetResourceVersion()
+	runningPod(t, ns, name, []string{"10.251.255.1"}, hostNetwork()) // hostNetwork: in conflict with nobody
+	waitForEvent(t, ns, name, "PodToIpNotManaged")
+	for _, pod := range pods {
+		if _, n := conflictEvents(t, ns, pod); n != want {
+			t.Errorf("AddressConflict events on pod %s/%s recorded %d times, want %d", ns, pod, n, want)
+		}
+	}
+}
+
+// conflictMetrics returns the gauge of addresses in conflict and the counter
+// of conflicts found, as the controller exports them.
+func conflictMetrics(t *testing.T, p *controlplane.Process) (inConflict, found float64) {
+	t.Helper()
+	m := scrape(t, p)
+	return metric(t, m, "podtoip_controller_conflicting_addresses"), metric(t, m, "podtoip_controller_address_conflicts_total")
+}
+
+// waitConflictMetrics waits until the controller's conflict metrics read
+// inConflict and found.
+func waitConflictMetrics(t *testing.T, p *controlplane.Process, inConflict, found float64) {
+	t.Helper()
+	var g, c float64
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		g, c = conflictMetrics(t, p)
+		return g == inConflict && c == found, nil
+	}); err != nil {
+		t.Fatalf("conflicting_addresses = %v, address_conflicts_total = %v; want %v and %v", g, c, inConflict, found)
+	}
+}
+
+// waitSyncs waits until the controller has reconciled at least n keys
+// since it started.
+func waitSyncs(t *testing.T, p *controlplane.Process, n float64) {
+	t.Helper()
+	var got float64
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		got = metric(t, scrape(t, p), "podtoip_controller_syncs_total", `result="success"`)
+		return got >= n, nil
+	}); err != nil {
+		t.Fatalf("%v reconciles, waited for %v", got, n)
+	}
+}
+
+// syncs returns how many keys the controller has reconciled.
+func syncs(t *testing.T, p *controlplane.Process) float64 {
+	t.Helper()
+	return metric(t, scrape(t, p), "podtoip_controller_syncs_total", `result="success"`)
+}
+
+// expectWrites fails unless the podtoips writes the API server counted
+// since before are exactly want ("PUT" -> n; writes not named must be 0).
+func expectWrites(t *testing.T, before controlplane.Requests, want map[string]float64, why string) {
+	t.Helper()
+	d := podtoipRequests(t).Sub(before)
+	for _, verb := range []string{"POST", "PUT", "DELETE"} {
+		if got := d.Verb(verb); got != want[verb] {
+			t.Errorf("%s: %v PodToIp %s requests, want %v (all requests: %v)", why, got, verb, want[verb], d)
+		}
+	}
+}
+
+// logLines counts the lines of out that contain each of parts (a message
+// and its key/value pairs, which the reconcile's logger separates with the
+// pod's name).
+func logLines(out string, parts ...string) int {
+	n := 0
+next:
+	for _, line := range strings.Split(out, "\n") {
+		for _, p := range parts {
+			if !strings.Contains(line, p) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
+
+// TestConflictBetweenPods: two live pods with one address. Both mirrors are
+// marked, each names the other; kubectl finds them by field selector and
+// shows the column; each pod gets one Warning event naming the address and
+// the other pod; the metrics and the log say so. Reconciles without a
+// change, and a restart, write nothing and report nothing again. Deleting
+// one pod clears the other in one write.
+func TestConflictBetweenPods(t *testing.T) {
+	ns := newNamespace(t)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+
+	runningPod(t, ns, "first", []string{"10.251.1.1"}, onNode("node-x"))
+	waitMirrorIPs(t, ns, "first", "10.251.1.1")
+	waitConflict(t, ns, "first")
+	// The second is dual-stack; only its IPv4 address is shared.
+	runningPod(t, ns, "second", []string{"10.251.1.1", "fd00::251:1"})
+	waitConflict(t, ns, "first", "Pod "+ns+"/second")
+	waitConflict(t, ns, "second", "Pod "+ns+"/first")
+
+	out, err := cp.Kubectl(t.Context(), "get", "ptp", "-n", ns, "--field-selector", "conflict=true", "-o", "name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(out); !slices.Equal(got, []string{"podtoip.example.com/first", "podtoip.example.com/second"}) {
+		t.Errorf("kubectl get ptp --field-selector conflict=true = %q, want first and second", got)
+	}
+	out, err = cp.Kubectl(t.Context(), "get", "ptp", "-n", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !hasRow(lines, "first", "first", "10.251.1.1", "node-x", "false", "true") {
+		t.Errorf("kubectl get ptp does not show the conflict in its column:\n%s", out)
+	}
+
+	waitConflictEvent(t, ns, "first", "10.251.1.1", "Pod "+ns+"/second")
+	waitConflictEvent(t, ns, "second", "10.251.1.1", "Pod "+ns+"/first")
+	waitConflictMetrics(t, p, 1, 1)
+	if n := logLines(p.Output(), `"Address conflict started"`, `address="10.251.1.1"`); n != 1 {
+		t.Errorf("%d log lines say the conflict on 10.251.1.1 started, want 1:\n%s", n, tail(p.Output(), 30))
+	}
+	waitConverged(t, 30*time.Second, nil, ns)
+
+	// A label added by hand queues the pod's reconcile: nothing to write,
+	// nothing to report again.
+	before, done := podtoipRequests(t), syncs(t, p)
+	if _, err := mirrors(ns).Patch(t.Context(), "first", types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"net"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSyncs(t, p, done+1)
+	expectWrites(t, before, nil, "a reconcile with the conflict unchanged")
+	foreign := foreignObjects{}
+	expectEventsRecorded(t, ns, foreign, 1, "first", "second")
+
+	// A restart with everything in sync: no write, no second event.
+	if code, err := p.Stop(30 * time.Second); err != nil || code != 0 {
+		t.Fatalf("graceful stop: exit %d, %v", code, err)
+	}
+	before = podtoipRequests(t)
+	p = startController(t, "--namespace", ns)
+	waitReady(t, p)
+	waitSyncs(t, p, 2)
+	waitConflictMetrics(t, p, 1, 1)
+	expectWrites(t, before, nil, "a restart with the conflict marked")
+	expectEventsRecorded(t, ns, foreign, 1, "first", "second")
+
+	// Deleting one pod (it turns terminating: nothing here plays the
+	// kubelet that would finish the deletion) clears the other in one
+	// write, and removes its own mirror.
+	before = podtoipRequests(t)
+	deletePod(t, ns, "second", false)
+	waitNoMirror(t, ns, "second")
+	waitConflict(t, ns, "first")
+	waitConflictMetrics(t, p, 0, 1)
+	waitConverged(t, 30*time.Second, foreign, ns)
+	expectWrites(t, before, map[string]float64{"PUT": 1, "DELETE": 1}, "the conflict ending with a pod's deletion")
+	if n := logLines(p.Output(), `"Address conflict ended"`, `address="10.251.1.1"`); n != 1 {
+		t.Errorf("%d log lines say the conflict on 10.251.1.1 ended, want 1:\n%s", n, tail(p.Output(), 30))
+	}
+	expectEventsRecorded(t, ns, foreign, 1, "first", "second")
+}
+
+// createService creates a ClusterIP Service with the given address and
+// waits for its IPAddress object, which the API server's allocator
+// creates; the Service is deleted when the test ends.
+func createService(t *testing.T, ns, name, clusterIP string) *corev1.Service {
+	t.Helper()
+	svc, err := cp.Kube.CoreV1().Services(ns).Create(t.Context(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.ServiceSpec{ClusterIP: clusterIP, Ports: []corev1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating Service %s/%s: %v", ns, name, err)
+	}
+	t.Cleanup(func() {
+		_ = cp.Kube.CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		a, err := cp.Kube.NetworkingV1().IPAddresses().Get(ctx, clusterIP, metav1.GetOptions{})
+		return err == nil && a.Spec.ParentRef != nil && a.Spec.ParentRef.Name == name && a.Spec.ParentRef.Namespace == ns, nil
+	}); err != nil {
+		t.Fatalf("the API server did not create an IPAddress %s for Service %s/%s: %v", clusterIP, ns, name, err)
+	}
+	return svc
+}
+
+// TestConflictServiceClusterIP: a pod holding an address that a Service
+// then takes as its ClusterIP is in conflict with the Service (the
+// API server's IPAddress object names it), and no longer once the Service
+// is deleted.
+func TestConflictServiceClusterIP(t *testing.T) {
+	ns := newNamespace(t)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+	// An address of the control plane's Service range (10.0.0.0/24).
+	const ip = "10.0.0.201"
+	runningPod(t, ns, "squatter", []string{ip})
+	waitMirrorIPs(t, ns, "squatter", ip)
+	waitConflict(t, ns, "squatter")
+
+	createService(t, ns, "web", ip)
+	waitConflict(t, ns, "squatter", "Service "+ns+"/web")
+	waitConflictEvent(t, ns, "squatter", ip, "Service "+ns+"/web")
+	waitConflictMetrics(t, p, 1, 1)
+	waitConverged(t, 30*time.Second, nil, ns)
+
+	if err := cp.Kube.CoreV1().Services(ns).Delete(t.Context(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitConflict(t, ns, "squatter")
+	waitConflictMetrics(t, p, 0, 1)
+	waitConverged(t, 30*time.Second, nil, ns)
+}
+
+// createNode registers a Node with these addresses (an InternalIP each,
+// and a hostname, which is not an IP and holds nothing); it is deleted
+// when the test ends.
+func createNode(t *testing.T, name string, ips ...string) {
+	t.Helper()
+	node, err := cp.Kube.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating node %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = cp.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	setNodeAddresses(t, node, ips...)
+}
+
+// setNodeAddresses writes a node's status.addresses, as its kubelet would.
+func setNodeAddresses(t *testing.T, node *corev1.Node, ips ...string) {
+	t.Helper()
+	node = node.DeepCopy()
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node.Name}}
+	for _, ip := range ips {
+		node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	if _, err := cp.Kube.CoreV1().Nodes().UpdateStatus(t.Context(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("setting the addresses of node %s: %v", node.Name, err)
+	}
+}
+
+// TestConflictNodeAddress: a pod holding a Node's InternalIP is in
+// conflict with the Node. hostNetwork pods on that node share its address
+// by design: they are in conflict with nobody, and nobody with them. When
+// the node's address changes, the conflict ends.
+func TestConflictNodeAddress(t *testing.T) {
+	ns := newNamespace(t)
+	node := "conflict-" + ns
+	createNode(t, node, "10.251.3.1")
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+
+	runningPod(t, ns, "squatter", []string{"10.251.3.1"}, onNode("elsewhere"))
+	waitConflict(t, ns, "squatter", "Node "+node)
+	waitConflictEvent(t, ns, "squatter", "10.251.3.1", "Node "+node)
+	for _, name := range []string{"host-0", "host-1"} {
+		runningPod(t, ns, name, []string{"10.251.3.1"}, onNode(node), hostNetwork())
+		waitMirrorIPs(t, ns, name, "10.251.3.1")
+	}
+	// The checker judges every mirror, the hostNetwork ones and squatter's
+	// (which must still name only the node) included.
+	waitConverged(t, 30*time.Second, nil, ns)
+	for _, name := range []string{"host-0", "host-1"} {
+		if m := waitMirrorIPs(t, ns, name, "10.251.3.1"); m.Conflict || len(m.ConflictsWith) != 0 || !m.HostNetwork {
+			t.Errorf("hostNetwork pod %s on its node's address: %s, want no conflict", name, describe(m))
+		}
+		if events, _ := conflictEvents(t, ns, name); len(events) != 0 {
+			t.Errorf("hostNetwork pod %s got AddressConflict events: %+v", name, events)
+		}
+	}
+	waitConflictMetrics(t, p, 1, 1)
+
+	n, err := cp.Kube.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setNodeAddresses(t, n, "10.251.3.2")
+	waitConflict(t, ns, "squatter")
+	waitConflictMetrics(t, p, 0, 1)
+	waitConverged(t, 30*time.Second, nil, ns)
+}
+
+// TestConflictNotWithFinishedOrTerminatingPods: a pod that finished, or is
+// terminating, may already have lost its address to another pod: the new
+// holder is not in conflict with it, and no conflict is ever found.
+func TestConflictNotWithFinishedOrTerminatingPods(t *testing.T) {
+	ns := newNamespace(t)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+
+	runningPod(t, ns, "done", []string{"10.251.4.1"})
+	waitMirrorIPs(t, ns, "done", "10.251.4.1")
+	setPodIPs(t, ns, "done", corev1.PodSucceeded, "10.251.4.1")
+	waitNoMirror(t, ns, "done")
+	runningPod(t, ns, "next", []string{"10.251.4.1"})
+
+	runningPod(t, ns, "leaving", []string{"10.251.4.2"})
+	waitMirrorIPs(t, ns, "leaving", "10.251.4.2")
+	deletePod(t, ns, "leaving", false) // stays terminating: no kubelet here
+	waitNoMirror(t, ns, "leaving")
+	runningPod(t, ns, "successor", []string{"10.251.4.2"})
+
+	waitConflict(t, ns, "next")
+	waitConflict(t, ns, "successor")
+	waitConverged(t, 30*time.Second, nil, ns)
+	if g, c := conflictMetrics(t, p); g != 0 || c != 0 {
+		t.Errorf("conflicting_addresses = %v, address_conflicts_total = %v; want 0 and 0", g, c)
+	}
+	if strings.Contains(p.Output(), "Address conflict started") {
+		t.Errorf("a conflict was logged:\n%s", tail(p.Output(), 30))
+	}
+	for _, pod := range []string{"done", "next", "leaving", "successor"} {
+		if events, _ := conflictEvents(t, ns, pod); len(events) != 0 {
+			t.Errorf("pod %s got AddressConflict events: %+v", pod, events)
+		}
+	}
+}
+
+// watchConflicts watches every PodToIp of namespace ns (all if "") on on
+// from now until the returned stop is called, which returns the versions
+// that said conflict=true and how many versions it saw in all.
+func watchConflicts(t *testing.T, on *controlplane.ControlPlane, ns string) (stop func() (flagged []string, versions int)) {
+	t.Helper()
+	list, err := on.Dynamic.Resource(ptpGVR).Namespace(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		found []string
+		seen  int
+	)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		rv := list.GetResourceVersion()
+		for {
+			w, err := on.Dynamic.Resource(ptpGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+			if err != nil {
+				done <- err
+				return
+			}
+			for ev := range w.ResultChan() {
+				u, ok := ev.Object.(*unstructured.Unstructured)
+				if ev.Type == watch.Error || !ok {
+					w.Stop()
+					if ctx.Err() != nil {
+						done <- nil // stopped by the test
+					} else {
+						done <- fmt.Errorf("watch error: %v", ev.Object)
+					}
+					return
+				}
+				rv = u.GetResourceVersion()
+				if ev.Type == watch.Bookmark {
+					continue
+				}
+				conflict, _, _ := unstructured.NestedBool(u.Object, "conflict")
+				mu.Lock()
+				seen++
+				if conflict {
+					with, _, _ := unstructured.NestedStringSlice(u.Object, "conflictsWith")
+					found = append(found, fmt.Sprintf("%s %s/%s with %q", ev.Type, u.GetNamespace(), u.GetName(), with))
+				}
+				mu.Unlock()
+			}
+			if ctx.Err() != nil {
+				done <- nil
+				return
+			}
+		}
+	}()
+	return func() ([]string, int) {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("watching PodToIps: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return found, seen
+	}
+}
+
+// TestConflictNeverWhileOldHoldersLinger: a real IPAM frees an address
+// when the pod's sandbox is torn down, which is after the pod turned
+// terminating (or finished) and before the pod object is gone, and hands
+// it to the next pod within milliseconds; kwok does not (it frees an
+// address only when its pod object is deleted). Here the test plays that
+// IPAM and the kubelets: ten addresses each pass through thirty pods, every
+// old holder ending (graceful delete, which leaves it terminating here, or
+// phase Succeeded or Failed) immediately before the next pod gets its
+// address, all ten at once. No PodToIp may ever say conflict=true.
+func TestConflictNeverWhileOldHoldersLinger(t *testing.T) {
+	ns := newNamespace(t)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+	stop := watchConflicts(t, cp, ns)
+
+	const addrs, generations = 10, 30
+	pods := cp.Kube.CoreV1().Pods(ns)
+	// setPhase plays the kubelet; no retries: nobody else writes these pods.
+	setPhase := func(ctx context.Context, pod *corev1.Pod, phase corev1.PodPhase, ip string) (*corev1.Pod, error) {
+		pod.Status.Phase, pod.Status.PodIP, pod.Status.PodIPs = phase, ip, []corev1.PodIP{{IP: ip}}
+		return pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	}
+	errs := make(chan error, addrs)
+	var wg sync.WaitGroup
+	for a := range addrs {
+		wg.Go(func() {
+			ip := fmt.Sprintf("10.251.7.%d", a+1)
+			for g := range generations {
+				name := fmt.Sprintf("a%d-g%d", a, g)
+				pod, err := pods.Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: pauseImage}}}}, metav1.CreateOptions{})
+				if err == nil {
+					pod, err = setPhase(t.Context(), pod, corev1.PodRunning, ip)
+				}
+				if err == nil && g < generations-1 { // the last holder stays
+					switch g % 3 {
+					case 0:
+						err = pods.Delete(t.Context(), name, metav1.DeleteOptions{})
+					case 1:
+						_, err = setPhase(t.Context(), pod, corev1.PodSucceeded, ip)
+					default:
+						_, err = setPhase(t.Context(), pod, corev1.PodFailed, ip)
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("pod %s: %w", name, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	waitConverged(t, time.Minute, nil, ns)
+	flagged, versions := stop()
+	t.Logf("%d addresses passed through %d pods each; %d PodToIp versions watched", addrs, generations, versions)
+	if versions < addrs*generations {
+		t.Errorf("the watch saw %d PodToIp versions, fewer than the %d mirrors created", versions, addrs*generations)
+	}
+	if len(flagged) > 0 {
+		t.Errorf("%d PodToIp versions said conflict=true, e.g. %q", len(flagged), flagged[:min(5, len(flagged))])
+	}
+	if g, found := conflictMetrics(t, p); g != 0 || found != 0 {
+		t.Errorf("conflicting_addresses = %v, address_conflicts_total = %v; want 0 and 0", g, found)
+	}
+}
+
+// TestConflictNeverUnderChurnWithAddressReuse: on the simulated cluster,
+// where kwok hands a freed address to the next pod at once, a Deployment
+// is scaled up and down without waiting for steady states. No mirror may
+// ever say conflict=true (a watch on every PodToIp sees each version), the
+// counter of conflicts found stays 0, and the checker converges.
+func TestConflictNeverUnderChurnWithAddressReuse(t *testing.T) {
+	c := simCluster(t)
+	ns := simNamespace(t, c)
+	p := startSimController(t, c)
+
+	// Every version of every PodToIp, from before the first pod.
+	stop := watchConflicts(t, c.ControlPlane, "")
+
+	kc(t, c, "-n", ns, "create", "deployment", "reuse", "--image="+pauseImage, "--replicas=10")
+	rollout(t, c, ns, "deployment/reuse")
+	seen := map[string]map[string]bool{} // address -> pod UIDs that held it
+	record := func() {
+		for _, pod := range podsOf(t, c, ns, "app=reuse") {
+			for _, ip := range podIPList(&pod) {
+				if seen[ip] == nil {
+					seen[ip] = map[string]bool{}
+				}
+				seen[ip][string(pod.UID)] = true
+			}
+		}
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	rounds := 0
+	for sizes := []int{40, 5, 30, 0, 25, 10}; time.Now().Before(deadline); rounds++ {
+		n := sizes[rounds%len(sizes)]
+		kc(t, c, "-n", ns, "scale", "deployment/reuse", "--replicas="+strconv.Itoa(n))
+		_ = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 3*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=reuse"})
+			return err == nil && len(list.Items) >= n/2, nil
+		})
+		record()
+	}
+	kc(t, c, "-n", ns, "scale", "deployment/reuse", "--replicas=20")
+	rollout(t, c, ns, "deployment/reuse")
+	record()
+	waitClusterConverged(t, c, time.Minute)
+
+	flagged, versions := stop()
+	reused := 0
+	for _, uids := range seen {
+		if len(uids) > 1 {
+			reused++
+		}
+	}
+	t.Logf("%d scale rounds; %d addresses seen, %d of them held by more than one pod in turn; %d PodToIp versions watched",
+		rounds, len(seen), reused, versions)
+	if reused == 0 {
+		t.Error("no address was reused by another pod: the scenario did not exercise address reuse")
+	}
+	if versions == 0 {
+		t.Error("the watch saw no PodToIp: it cannot tell whether one was marked")
+	}
+	if len(flagged) > 0 {
+		t.Errorf("%d PodToIp versions said conflict=true under churn, e.g. %q", len(flagged), flagged[:min(5, len(flagged))])
+	}
+	if g, found := conflictMetrics(t, p); g != 0 || found != 0 {
+		t.Errorf("conflicting_addresses = %v, address_conflicts_total = %v after churn; want 0 and 0", g, found)
+	}
+	if strings.Contains(p.Output(), "Address conflict started") {
+		t.Errorf("a conflict was logged under churn:\n%s", tail(p.Output(), 30))
+	}
+}
+
+// TestConflictChecksOffWithoutRBAC runs the controller as a user bound to
+// the shipped ClusterRole without the rules on nodes and ipaddresses (a
+// binary upgraded without its RBAC). It must start, mirror and find
+// conflicts between pods; say once for each of the two checks that it is
+// off and which grant turns it on; and, once that grant is there, turn the
+// checks on by itself.
+func TestConflictChecksOffWithoutRBAC(t *testing.T) {
+	ns := newNamespace(t)
+	user := "conflict-rbac-" + ns
+	kc, _, err := cp.AddUser(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped := shippedClusterRole(t)
+	var core, extra []rbacv1.PolicyRule
+	for _, r := range shipped.Rules {
+		if slices.Contains(r.Resources, "nodes") || slices.Contains(r.Resources, "ipaddresses") {
+			extra = append(extra, r)
+		} else {
+			core = append(core, r)
+		}
+	}
+	if len(extra) != 2 {
+		t.Fatalf("the shipped ClusterRole has %d rules on nodes and ipaddresses, want 2: %+v", len(extra), shipped.Rules)
+	}
+	bindRole := func(name string, rules []rbacv1.PolicyRule) {
+		t.Helper()
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+		if _, err := cp.Kube.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		}
+		if _, err := cp.Kube.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx := context.Background()
+			_ = cp.Kube.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+			_ = cp.Kube.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+		})
+	}
+	bindRole("podtoip-core-"+ns, core)
+	node := "conflict-" + ns
+	createNode(t, node, "10.251.6.9")
+
+	p := startControllerAs(t, kc, "--namespace", ns, "--startup-timeout=30s")
+	waitReady(t, p)
+	// The only calls refused are the two informers' (a list, after a watch
+	// asking for the initial state, at each attempt).
+	refused := func() float64 {
+		t.Helper()
+		v, _ := sumSeries(scrape(t, p), "rest_client_requests_total", `code="403"`)
+		return v
+	}
+	refusedBefore := refused()
+	runningPod(t, ns, "a", []string{"10.251.6.1"})
+	runningPod(t, ns, "b", []string{"10.251.6.1"})
+	runningPod(t, ns, "on-node-address", []string{"10.251.6.9"})
+	waitConflict(t, ns, "a", "Pod "+ns+"/b")
+	waitConflict(t, ns, "b", "Pod "+ns+"/a")
+	waitMirrorIPs(t, ns, "on-node-address", "10.251.6.9")
+	waitConflict(t, ns, "on-node-address") // the node check is off
+
+	// The informers retry their lists; the message is not repeated.
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return refused()-refusedBefore >= 8, nil
+	}); err != nil {
+		t.Fatalf("the informers did not retry their lists (%v more refused calls; %v before)", refused()-refusedBefore, refusedBefore)
+	}
+	out := p.Output()
+	for _, want := range []string{
+		`"Address conflict check against Node addresses is off: the API server refuses to list nodes; grant list and watch on nodes (see the ClusterRole in artifacts/rbac.yaml)`,
+		`"Address conflict check against Service ClusterIPs is off: the API server refuses to list ipaddresses.networking.k8s.io; grant list and watch on ipaddresses.networking.k8s.io (see the ClusterRole in artifacts/rbac.yaml)`,
+	} {
+		if n := strings.Count(out, want); n != 1 {
+			t.Errorf("the log says %d times %s, want once:\n%s", n, want, tail(out, 30))
+		}
+	}
+	m := scrape(t, p)
+	for _, check := range []string{"nodes", "services"} {
+		if v := metric(t, m, "podtoip_controller_conflict_check_enabled", `check="`+check+`"`); v != 0 {
+			t.Errorf("conflict_check_enabled{check=%q} = %v, want 0", check, v)
+		}
+	}
+	if strings.Contains(out, "Failed to watch") {
+		t.Errorf("the refused lists were logged as informer failures besides the one message:\n%s", tail(out, 30))
+	}
+
+	// Granted, the checks turn on by themselves (at the informers' next
+	// retry, which backs off to at most about a minute).
+	bindRole("podtoip-extra-"+ns, extra)
+	for _, what := range []string{"Node addresses", "Service ClusterIPs"} {
+		if err := p.WaitForOutput(ctxFor(t, 2*time.Minute), `"Address conflict check against `+what+` is on"`); err != nil {
+			t.Fatalf("the check against %s did not turn on once granted: %v\n%s", what, err, tail(p.Output(), 30))
+		}
+	}
+	waitConflict(t, ns, "on-node-address", "Node "+node)
+	waitConverged(t, 30*time.Second, nil, ns)
+}
+
+// promQLName matches the identifiers of a PromQL expression.
+var promQLName = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+
+// promQLKeywords are PromQL's keywords, which are identifiers but not
+// series.
+var promQLKeywords = []string{"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset", "atan2"}
+
+// seriesIn returns the metric names a PromQL expression reads: its
+// identifiers, less the functions and aggregations (followed by a
+// parenthesis), the keywords, and what is inside label matchers {…},
+// grouping clauses by (…) and range selectors […].
+func seriesIn(expr string) []string {
+	expr = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`).ReplaceAllString(expr, `""`)
+	expr = regexp.MustCompile(`\{[^}]*\}|\[[^\]]*\]`).ReplaceAllString(expr, " ")
+	expr = regexp.MustCompile(`\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`).ReplaceAllString(expr, " ")
+	var names []string
+	for _, loc := range promQLName.FindAllStringIndex(expr, -1) {
+		name := expr[loc[0]:loc[1]]
+		rest := strings.TrimLeft(expr[loc[1]:], " \t\n")
+		if strings.HasPrefix(rest, "(") || slices.Contains(promQLKeywords, name) {
+			continue
+		}
+		if loc[0] > 0 && (expr[loc[0]-1] >= '0' && expr[loc[0]-1] <= '9' || expr[loc[0]-1] == '.') {
+			continue // the unit of a duration or a number's exponent
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// TestConflictAlertRuleNamesExportedSeries: every series the shipped alert
+// rules read (artifacts/monitoring/prometheusrule.yaml) is one a running
+// controller exports, the README shows the same rules, and the optional
+// kustomize component builds on top of artifacts/.
+func TestConflictAlertRuleNamesExportedSeries(t *testing.T) {
+	if got := seriesIn(`max by (check) (rate(a_total{x="y(z)"}[5m])) > 0 and on (j) b offset 1m unless c:d`); !slices.Equal(got, []string{"a_total", "b", "c:d"}) {
+		t.Fatalf("seriesIn reads %q, want a_total, b, c:d", got)
+	}
+	raw, err := os.ReadFile(filepath.Join(cp.Root, "artifacts", "monitoring", "prometheusrule.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rule struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert string `json:"alert"`
+					Expr  string `json:"expr"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &rule); err != nil || rule.Kind != "PrometheusRule" {
+		t.Fatalf("prometheusrule.yaml: %v (kind %q)", err, rule.Kind)
+	}
+
+	ns := newNamespace(t)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+	exported := map[string]bool{}
+	for series := range scrape(t, p) {
+		name, _, _ := strings.Cut(series, "{")
+		exported[name] = true
+	}
+	readme, err := os.ReadFile(filepath.Join(cp.Root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := 0
+	for _, g := range rule.Spec.Groups {
+		for _, r := range g.Rules {
+			alerts++
+			names := seriesIn(r.Expr)
+			if len(names) == 0 {
+				t.Errorf("alert %s: no series in %q", r.Alert, r.Expr)
+			}
+			for _, name := range names {
+				if !exported[name] {
+					t.Errorf("alert %s reads %s, which the controller does not export", r.Alert, name)
+				}
+			}
+			if !strings.Contains(string(readme), "alert: "+r.Alert+"\n") || !strings.Contains(string(readme), "expr: "+r.Expr+"\n") {
+				t.Errorf("the README does not show alert %s with expr %q", r.Alert, r.Expr)
+			}
+		}
+	}
+	if alerts == 0 {
+		t.Fatal("prometheusrule.yaml has no alert")
+	}
+
+	// An overlay as the README shows it builds the shipped manifests with
+	// the ServiceMonitor and the rule.
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, filepath.Join(cp.Root, "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := fmt.Sprintf("resources:\n  - %s\ncomponents:\n  - %s\n", rel, filepath.Join(rel, "monitoring"))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	built, err := cp.Kubectl(t.Context(), "kustomize", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"Deployment", "ClusterRole", "Service", "ServiceMonitor", "PrometheusRule"} {
+		if !strings.Contains(built, "\nkind: "+kind+"\n") {
+			t.Errorf("the overlay with the monitoring component builds no %s", kind)
+		}
+	}
+	// The ServiceMonitor selects the metrics Service by its labels and
+	// scrapes its port by name.
+	svc, err := os.ReadFile(filepath.Join(cp.Root, "artifacts", "service.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var service corev1.Service
+	if err := yaml.Unmarshal(svc, &service); err != nil {
+		t.Fatal(err)
+	}
+	monitor, err := os.ReadFile(filepath.Join(cp.Root, "artifacts", "monitoring", "servicemonitor.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sm struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     struct {
+			Selector  metav1.LabelSelector `json:"selector"`
+			Endpoints []struct {
+				Port string `json:"port"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(monitor, &sm); err != nil {
+		t.Fatal(err)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(service.Labels)) || sm.Metadata.Namespace != service.Namespace {
+		t.Errorf("the ServiceMonitor (namespace %s, selector %v) does not select the metrics Service %s/%s (labels %v)",
+			sm.Metadata.Namespace, sm.Spec.Selector, service.Namespace, service.Name, service.Labels)
+	}
+	if len(sm.Spec.Endpoints) != 1 || len(service.Spec.Ports) != 1 || sm.Spec.Endpoints[0].Port != service.Spec.Ports[0].Name {
+		t.Errorf("the ServiceMonitor scrapes ports %+v, the Service has %+v", sm.Spec.Endpoints, service.Spec.Ports)
+	}
+}
