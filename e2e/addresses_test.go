@@ -82,14 +82,15 @@ func TestAddressLookupAnyAddress(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if got := strings.Join(strings.Fields(lines[0]), " "); got != "NAME POD ADDRESS NODE HOSTNETWORK AGE IPV4 IPV6" {
+		if got := strings.Join(strings.Fields(lines[0]), " "); got != "NAME POD ADDRESS NODE HOSTNETWORK CONFLICT AGE IPV4 IPV6 CONFLICTSWITH" {
 			t.Errorf("kubectl get ptp -o wide header = %q", got)
 		}
 		for _, row := range [][]string{{"v4-primary", "10.244.80.1", "fd00::80:1"}, {"v6-primary", "10.244.80.2", "fd00::80:2"}} {
 			ok := false
 			for _, l := range lines[1:] {
 				f := strings.Fields(l)
-				ok = ok || (len(f) == 8 && f[0] == row[0] && f[6] == row[1] && f[7] == row[2])
+				// CONFLICTSWITH is empty: no conflict here.
+				ok = ok || (len(f) == 9 && f[0] == row[0] && f[7] == row[1] && f[8] == row[2])
 			}
 			if !ok {
 				t.Errorf("kubectl get ptp -o wide has no row %v:\n%s", row, out)
@@ -129,9 +130,10 @@ func TestAddressLookupAnyAddress(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAMESPACE NAME POD ADDRESS NODE HOSTNETWORK AGE" ||
-			!hasRow(lines, ns, "host-a", "host-a", "10.244.80.250", "node-80", "true") ||
-			!hasRow(lines, ns, "host-b", "host-b", "10.244.80.250", "node-80", "true") {
+		// Not in conflict either: hostNetwork pods share by design.
+		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAMESPACE NAME POD ADDRESS NODE HOSTNETWORK CONFLICT AGE" ||
+			!hasRow(lines, ns, "host-a", "host-a", "10.244.80.250", "node-80", "true", "false") ||
+			!hasRow(lines, ns, "host-b", "host-b", "10.244.80.250", "node-80", "true", "false") {
 			t.Errorf("lookup of a node's address:\n%s\nwant both hostNetwork pods, HOSTNETWORK true", out)
 		}
 		expectLookup(t, cp, "podIPv4=10.244.80.250,hostNetwork=false")
