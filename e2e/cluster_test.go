@@ -357,11 +357,29 @@ func TestClusterChurnAddressReuse(t *testing.T) {
 	ns := simNamespace(t, c)
 	p := startSimController(t, c)
 
-	kc(t, c, "-n", ns, "create", "deployment", "churn", "--image="+pauseImage, "--replicas=10")
-	rollout(t, c, ns, "deployment/churn")
-	seen := map[string]map[string]bool{} // address -> pod UIDs that held it
+	rounds, seen, reused := churnWithReuse(t, c, ns, "churn")
+	t.Logf("%d scale rounds; %d addresses seen, %d of them held by more than one pod in turn", rounds, len(seen), reused)
+	if reused == 0 {
+		t.Errorf("no address was reused by another pod: the scenario did not exercise address reuse")
+	}
+	got := reportFailed(t, p, map[string]float64{"DELETE 404": 1e9, "PUT 404": 1e9}, "the garbage collector deletes mirrors of deleted pods as well")
+	recordFigure(t, figure{Name: "cluster churn: 404 answers", Value: got["DELETE 404"] + got["PUT 404"], Unit: "count",
+		Measures: fmt.Sprintf("404 answers to the controller over %d scale rounds on the simulated cluster (garbage collector deleting mirrors too); 409: %.0f", rounds, got["POST 409"]+got["PUT 409"])})
+}
+
+// churnWithReuse creates Deployment app in ns and scales it between 0 and
+// 40 replicas for 45 s, each scale landing partly before the next: kwok
+// hands freed addresses to new pods at once. It ends at 20 replicas rolled
+// out and converged, and returns the scale rounds, every address seen with
+// the pod UIDs that held it, and how many addresses more than one pod held
+// in turn.
+func churnWithReuse(t *testing.T, c *controlplane.Cluster, ns, app string) (rounds int, seen map[string]map[string]bool, reused int) {
+	t.Helper()
+	kc(t, c, "-n", ns, "create", "deployment", app, "--image="+pauseImage, "--replicas=10")
+	rollout(t, c, ns, "deployment/"+app)
+	seen = map[string]map[string]bool{}
 	record := func() {
-		for _, pod := range podsOf(t, c, ns, "app=churn") {
+		for _, pod := range podsOf(t, c, ns, "app="+app) {
 			for _, ip := range podIPList(&pod) {
 				if seen[ip] == nil {
 					seen[ip] = map[string]bool{}
@@ -371,35 +389,27 @@ func TestClusterChurnAddressReuse(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(45 * time.Second)
-	rounds := 0
 	for sizes := []int{40, 5, 30, 0, 25, 10}; time.Now().Before(deadline); rounds++ {
 		n := sizes[rounds%len(sizes)]
-		kc(t, c, "-n", ns, "scale", "deployment/churn", "--replicas="+strconv.Itoa(n))
+		kc(t, c, "-n", ns, "scale", "deployment/"+app, "--replicas="+strconv.Itoa(n))
 		// Let the scale land partly before the next one, without waiting
 		// for it to finish: churn, not a sequence of steady states.
 		_ = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 3*time.Second, true, func(ctx context.Context) (bool, error) {
-			list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=churn"})
+			list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
 			return err == nil && len(list.Items) >= n/2, nil
 		})
 		record()
 	}
-	kc(t, c, "-n", ns, "scale", "deployment/churn", "--replicas=20")
-	rollout(t, c, ns, "deployment/churn")
+	kc(t, c, "-n", ns, "scale", "deployment/"+app, "--replicas=20")
+	rollout(t, c, ns, "deployment/"+app)
 	record()
 	waitClusterConverged(t, c, time.Minute)
-	reused := 0
 	for _, uids := range seen {
 		if len(uids) > 1 {
 			reused++
 		}
 	}
-	t.Logf("%d scale rounds; %d addresses seen, %d of them held by more than one pod in turn", rounds, len(seen), reused)
-	if reused == 0 {
-		t.Errorf("no address was reused by another pod: the scenario did not exercise address reuse")
-	}
-	got := reportFailed(t, p, map[string]float64{"DELETE 404": 1e9, "PUT 404": 1e9}, "the garbage collector deletes mirrors of deleted pods as well")
-	recordFigure(t, figure{Name: "cluster churn: 404 answers", Value: got["DELETE 404"] + got["PUT 404"], Unit: "count",
-		Measures: fmt.Sprintf("404 answers to the controller over %d scale rounds on the simulated cluster (garbage collector deleting mirrors too); 409: %.0f", rounds, got["POST 409"]+got["PUT 409"])})
+	return rounds, seen, reused
 }
 
 // TestClusterShippedManifestsFailover installs the shipped manifests

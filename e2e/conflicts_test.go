@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -564,42 +563,9 @@ func TestConflictNeverUnderChurnWithAddressReuse(t *testing.T) {
 	// Every version of every PodToIp, from before the first pod.
 	stop := watchConflicts(t, c.ControlPlane, "")
 
-	kc(t, c, "-n", ns, "create", "deployment", "reuse", "--image="+pauseImage, "--replicas=10")
-	rollout(t, c, ns, "deployment/reuse")
-	seen := map[string]map[string]bool{} // address -> pod UIDs that held it
-	record := func() {
-		for _, pod := range podsOf(t, c, ns, "app=reuse") {
-			for _, ip := range podIPList(&pod) {
-				if seen[ip] == nil {
-					seen[ip] = map[string]bool{}
-				}
-				seen[ip][string(pod.UID)] = true
-			}
-		}
-	}
-	deadline := time.Now().Add(45 * time.Second)
-	rounds := 0
-	for sizes := []int{40, 5, 30, 0, 25, 10}; time.Now().Before(deadline); rounds++ {
-		n := sizes[rounds%len(sizes)]
-		kc(t, c, "-n", ns, "scale", "deployment/reuse", "--replicas="+strconv.Itoa(n))
-		_ = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 3*time.Second, true, func(ctx context.Context) (bool, error) {
-			list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=reuse"})
-			return err == nil && len(list.Items) >= n/2, nil
-		})
-		record()
-	}
-	kc(t, c, "-n", ns, "scale", "deployment/reuse", "--replicas=20")
-	rollout(t, c, ns, "deployment/reuse")
-	record()
-	waitClusterConverged(t, c, time.Minute)
+	rounds, seen, reused := churnWithReuse(t, c, ns, "reuse")
 
 	flagged, versions := stop()
-	reused := 0
-	for _, uids := range seen {
-		if len(uids) > 1 {
-			reused++
-		}
-	}
 	t.Logf("%d scale rounds; %d addresses seen, %d of them held by more than one pod in turn; %d PodToIp versions watched",
 		rounds, len(seen), reused, versions)
 	if reused == 0 {
