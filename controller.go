@@ -516,7 +516,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 	}
 	switch {
 	case err == nil:
-		c.tracker.wrote(key, created.ResourceVersion)
+		c.tracker.wrote(key, created.UID, created.ResourceVersion)
 		writesTotal.WithLabelValues("create").Inc()
 		klog.FromContext(ctx).V(4).Info("Created PodToIp", "address", want.PodAddress)
 		logTrail(ctx, trailAssigned, want, nil, observed)
@@ -542,7 +542,7 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 	}
 	switch {
 	case err == nil:
-		c.tracker.wrote(key, updated.ResourceVersion)
+		c.tracker.wrote(key, updated.UID, updated.ResourceVersion)
 		writesTotal.WithLabelValues("update").Inc()
 		klog.FromContext(ctx).V(4).Info("Updated PodToIp", "address", obj.PodAddress)
 		if have.PodUID != obj.PodUID {
@@ -574,7 +574,7 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 	})
 	switch {
 	case err == nil:
-		c.tracker.deleted(key, uid)
+		c.tracker.deleted(key, uid, have.ResourceVersion)
 		writesTotal.WithLabelValues("delete").Inc()
 		klog.FromContext(ctx).V(4).Info("Deleted PodToIp")
 		logTrail(ctx, trailReleased, have, nil, observed)

@@ -22,30 +22,65 @@ const expectationTimeout = time.Minute
 // fails with 409, a second delete with 404). Like the EndpointSlice
 // controller's tracker, it lets syncHandler wait for the cache instead.
 //
-// A create or update is recorded before it is sent (begin), not only once
-// it returns (wrote): the informer may deliver the write's own event, and
-// even a later deletion of the object, while the request is still
-// returning. Events seen in that window are kept with the record, so wrote
-// can tell that the cache has already moved past the write.
+// Two facts about client-go's informers shape it:
+//   - The cache is updated before the event handlers run, and each handler
+//     runs on its own goroutine from a buffer, so the handlers may lag the
+//     cache by any number of events. An event reaching observe may be about
+//     an object the cache has long forgotten: the deletion of the previous
+//     mirror under the same name arriving after our create of the next one
+//     must not clear the create's record. Every event is therefore matched
+//     to the write by UID and resourceVersion, never by kind alone.
+//   - A write's own event may be delivered, and even a later deletion of the
+//     object, while the request is still returning. A create or update is
+//     therefore recorded before it is sent (begin), the events seen in that
+//     window are kept with the record, and wrote matches them once the
+//     write's UID and resourceVersion are known.
 type writeTracker struct {
 	mu  sync.Mutex
 	now func() time.Time
 	m   map[cache.ObjectName]expectation
 }
 
-// expectation is one unobserved write: a create/update in flight
-// (inflight), a create/update that produced resourceVersion rv, or the
-// deletion of the object with UID deletedUID.
+// expectation is one unobserved write of the object with UID uid: a create
+// or update that produced resourceVersion rv, or (deleted) the deletion of
+// the object whose last cached resourceVersion was rv. While the request of
+// a create or update is in flight (inflight), uid and rv are not known yet
+// and seen holds the events observed meanwhile.
 type expectation struct {
-	inflight   bool
-	rv         string
-	deletedUID types.UID
-	at         time.Time
+	inflight bool
+	deleted  bool
+	uid      types.UID
+	rv       string
+	at       time.Time
+	seen     []observedEvent
+}
 
-	// While inflight: the newest resourceVersion and whether a deletion was
-	// observed for the key since begin.
-	seenRV     string
-	seenDelete bool
+// observedEvent is what the tracker keeps of an event seen during a write.
+type observedEvent struct {
+	uid      types.UID
+	rv       string
+	isDelete bool
+}
+
+// shows reports whether the informer delivering ev proves that the cache has
+// caught up with e (not in flight).
+//
+// For a create or update: an event at or past rv (the write's own event or
+// a later one), or a deletion of the written object however old the state
+// it carries (a deletion learned by relisting arrives as a tombstone with
+// the last cached object, which may predate the write).
+//
+// For a deletion: the deletion event of that object, or any event of a
+// newer object under the name (its events follow the deletion). Events of
+// older objects say nothing.
+func (e expectation) shows(ev observedEvent) bool {
+	if !e.deleted {
+		return rvAtLeast(ev.rv, e.rv) || (ev.isDelete && ev.uid == e.uid)
+	}
+	if ev.uid == e.uid {
+		return ev.isDelete
+	}
+	return rvNewer(ev.rv, e.rv)
 }
 
 func newWriteTracker() *writeTracker {
@@ -69,33 +104,36 @@ func (t *writeTracker) abandon(key cache.ObjectName) {
 	}
 }
 
-// wrote records that a create or update of key returned resourceVersion rv.
-// If the informer already delivered the write's event, or a deletion of the
-// key, while the request was returning, there is nothing left to wait for.
-func (t *writeTracker) wrote(key cache.ObjectName, rv string) {
+// wrote records that a create or update of key returned the object with
+// UID uid at resourceVersion rv. If the informer already delivered an event
+// showing it while the request was returning, there is nothing left to wait
+// for.
+func (t *writeTracker) wrote(key cache.ObjectName, uid types.UID, rv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e, ok := t.m[key]; ok && e.inflight && (e.seenDelete || (e.seenRV != "" && rvAtLeast(e.seenRV, rv))) {
-		delete(t.m, key)
-		return
+	e := expectation{uid: uid, rv: rv, at: t.now()}
+	if prev, ok := t.m[key]; ok && prev.inflight {
+		for _, ev := range prev.seen {
+			if e.shows(ev) {
+				delete(t.m, key)
+				return
+			}
+		}
 	}
-	t.m[key] = expectation{rv: rv, at: t.now()}
+	t.m[key] = e
 }
 
-// deleted records that the object of key with the given UID was deleted.
-func (t *writeTracker) deleted(key cache.ObjectName, uid types.UID) {
+// deleted records that the object of key with UID uid, last cached at
+// resourceVersion rv, was deleted.
+func (t *writeTracker) deleted(key cache.ObjectName, uid types.UID, rv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.m[key] = expectation{deletedUID: uid, at: t.now()}
+	t.m[key] = expectation{deleted: true, uid: uid, rv: rv, at: t.now()}
 }
 
 // observe is called by the PodToIp event handlers with every object they
-// see. An event at or past a written resourceVersion shows the cache has
-// caught up with the write. Any deletion event clears the record, however
-// the deletion was learned: a deletion found by relisting arrives as a
-// tombstone carrying the last cached object, which may be older than the
-// write, but either way the cache no longer holds the object and the next
-// reconcile must act on that.
+// see, and clears the record of key if the event shows the cache has caught
+// up with the write (see expectation.shows).
 func (t *writeTracker) observe(key cache.ObjectName, m *PodToIp, isDelete bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -103,21 +141,12 @@ func (t *writeTracker) observe(key cache.ObjectName, m *PodToIp, isDelete bool) 
 	if !ok {
 		return
 	}
+	ev := observedEvent{uid: m.UID, rv: m.ResourceVersion, isDelete: isDelete}
 	switch {
 	case e.inflight:
-		if isDelete {
-			e.seenDelete = true
-		} else if e.seenRV == "" || rvAtLeast(m.ResourceVersion, e.seenRV) {
-			e.seenRV = m.ResourceVersion
-		}
+		e.seen = append(e.seen, ev)
 		t.m[key] = e
-	case isDelete:
-		delete(t.m, key)
-	case e.deletedUID != "":
-		if m.UID != e.deletedUID {
-			delete(t.m, key)
-		}
-	case rvAtLeast(m.ResourceVersion, e.rv):
+	case e.shows(ev):
 		delete(t.m, key)
 	}
 }
@@ -134,11 +163,12 @@ func (t *writeTracker) pending(key cache.ObjectName, cached *PodToIp) bool {
 	}
 	// The write counts as unobserved unless it never reported back (only
 	// the worker holding the key writes it, and it is the one asking), it
-	// expired, or the cache already shows it.
+	// expired, or the cache already shows it. The cache only moves forward:
+	// once it held the object we deleted, any other object it holds is newer.
 	expired := t.now().Sub(e.at) > expectationTimeout
 	var seen bool
-	if e.deletedUID != "" {
-		seen = cached == nil || cached.UID != e.deletedUID
+	if e.deleted {
+		seen = cached == nil || cached.UID != e.uid
 	} else {
 		seen = cached != nil && rvAtLeast(cached.ResourceVersion, e.rv)
 	}
@@ -162,4 +192,11 @@ func (t *writeTracker) len() int {
 func rvAtLeast(a, b string) bool {
 	c, err := resourceversion.CompareResourceVersion(a, b)
 	return err != nil || c >= 0
+}
+
+// rvNewer reports whether resourceVersion a is newer than b; versions that
+// cannot be compared count as newer, as in rvAtLeast.
+func rvNewer(a, b string) bool {
+	c, err := resourceversion.CompareResourceVersion(a, b)
+	return err != nil || c > 0
 }

@@ -24,7 +24,7 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Create at rv 100: pending until the cache holds rv >= 100.
-	tr.wrote(key, "100")
+	tr.wrote(key, "a", "100")
 	if !tr.pending(key, nil) || !tr.pending(key, mirrorAt("a", "99")) {
 		t.Error("create not pending while the cache lags")
 	}
@@ -33,7 +33,7 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Observed through an event before the next sync.
-	tr.wrote(key, "200")
+	tr.wrote(key, "a", "200")
 	tr.observe(key, mirrorAt("a", "150"), false)
 	if tr.len() != 1 {
 		t.Error("an older event cleared the expectation")
@@ -44,14 +44,14 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Delete of uid a: pending while the cache still holds a.
-	tr.deleted(key, "a")
+	tr.deleted(key, "a", "290")
 	if !tr.pending(key, mirrorAt("a", "300")) {
 		t.Error("delete not pending while the cache holds the object")
 	}
 	if tr.pending(key, mirrorAt("b", "301")) {
 		t.Error("delete pending although the cache holds a different object")
 	}
-	tr.deleted(key, "a")
+	tr.deleted(key, "a", "290")
 	tr.observe(key, mirrorAt("a", "300"), true)
 	if tr.pending(key, mirrorAt("a", "300")) {
 		t.Error("delete pending after its delete event")
@@ -59,7 +59,7 @@ func TestWriteTracker(t *testing.T) {
 
 	// After a delete, an update event of the same object says nothing; one
 	// of a new object under the name shows the delete happened.
-	tr.deleted(key, "a")
+	tr.deleted(key, "a", "290")
 	tr.observe(key, mirrorAt("a", "310"), false)
 	if tr.len() != 1 {
 		t.Error("an event of the deleted object itself cleared the delete")
@@ -71,7 +71,7 @@ func TestWriteTracker(t *testing.T) {
 
 	// Expectations expire, so a lost event delays but never blocks; not
 	// before the timeout has passed.
-	tr.wrote(key, "500")
+	tr.wrote(key, "a", "500")
 	now = now.Add(expectationTimeout)
 	if !tr.pending(key, nil) {
 		t.Error("expectation dropped before its timeout")
@@ -82,7 +82,7 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Unparseable resource versions never block.
-	tr.wrote(key, "abc")
+	tr.wrote(key, "a", "abc")
 	if tr.pending(key, mirrorAt("a", "1")) {
 		t.Error("an incomparable resource version blocked the sync")
 	}
@@ -96,12 +96,12 @@ func TestWriteTrackerDeletionsClear(t *testing.T) {
 	key := cache.ObjectName{Namespace: "ns", Name: "web"}
 	tr := newWriteTracker()
 
-	tr.wrote(key, "200")
+	tr.wrote(key, "a", "200")
 	tr.observe(key, mirrorAt("a", "150"), true)
 	if tr.pending(key, nil) {
 		t.Error("an update stayed pending after a tombstone deletion of the object")
 	}
-	tr.wrote(key, "200")
+	tr.wrote(key, "a", "200")
 	tr.observe(key, mirrorAt("a", "200"), true)
 	if tr.len() != 0 {
 		t.Error("a create stayed recorded after its object's deletion event")
@@ -161,7 +161,7 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 			tr := newWriteTracker()
 			tr.begin(key)
 			tc.events(tr)
-			tr.wrote(key, "200")
+			tr.wrote(key, "a", "200")
 			if cleared := tr.len() == 0; cleared == tc.wantPending {
 				t.Errorf("record cleared by wrote = %v, want %v", cleared, !tc.wantPending)
 			}
@@ -179,9 +179,73 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 		t.Error("an abandoned write is still recorded")
 	}
 	// abandon never drops the record of an earlier, successful write.
-	tr.wrote(key, "300")
+	tr.wrote(key, "a", "300")
 	tr.abandon(key)
 	if !tr.pending(key, nil) {
 		t.Error("abandon dropped a completed write's record")
 	}
+}
+
+// TestWriteTrackerLaggingHandler covers events about older objects under the
+// same name: client-go updates the cache before the handlers run, so a
+// handler may deliver the deletion of the previous mirror after the
+// controller, reading the newer cache, has already created the next one.
+// Such an event must not clear the record of the create (the next reconcile
+// would create again and meet a 409) nor of a delete (it would delete again
+// and meet a 404).
+func TestWriteTrackerLaggingHandler(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "web"}
+
+	// Old mirror "old" (rv 100) deleted by us; the cache drops it, and the
+	// next reconcile creates "new" while the deletion event is still on its
+	// way to the handler.
+	t.Run("old deletion during the create", func(t *testing.T) {
+		tr := newWriteTracker()
+		tr.deleted(key, "old", "100")
+		if tr.pending(key, nil) {
+			t.Fatal("deletion pending although the cache no longer holds the object")
+		}
+		tr.begin(key)
+		tr.observe(key, mirrorAt("old", "150"), true)
+		tr.wrote(key, "new", "200")
+		if !tr.pending(key, nil) {
+			t.Error("create not pending: the previous object's deletion event cleared it")
+		}
+		tr.observe(key, mirrorAt("new", "200"), false)
+		if tr.len() != 0 {
+			t.Error("the create's own event did not clear it")
+		}
+	})
+	t.Run("old deletion after the create returned", func(t *testing.T) {
+		tr := newWriteTracker()
+		tr.begin(key)
+		tr.wrote(key, "new", "200")
+		tr.observe(key, mirrorAt("old", "150"), true)
+		if !tr.pending(key, nil) {
+			t.Error("create not pending: the previous object's deletion event cleared it")
+		}
+		// Relisting found "new" deleted before the cache saw it created:
+		// the tombstone carries it, and the record must clear.
+		tr.observe(key, mirrorAt("new", "200"), true)
+		if tr.len() != 0 {
+			t.Error("the written object's own deletion did not clear the record")
+		}
+	})
+	t.Run("older object's events after our delete", func(t *testing.T) {
+		tr := newWriteTracker()
+		tr.deleted(key, "b", "300")
+		for _, ev := range []struct {
+			m        *PodToIp
+			isDelete bool
+		}{{mirrorAt("a", "200"), false}, {mirrorAt("a", "250"), true}, {mirrorAt("b", "300"), false}} {
+			tr.observe(key, ev.m, ev.isDelete)
+		}
+		if !tr.pending(key, mirrorAt("b", "300")) {
+			t.Error("delete not pending: events of older objects cleared it")
+		}
+		tr.observe(key, mirrorAt("c", "400"), true)
+		if tr.len() != 0 {
+			t.Error("the deletion of a newer object under the name did not clear the delete")
+		}
+	})
 }
