@@ -124,8 +124,12 @@ test-mutation: ## Mutation-test mirror.go, codec.go and expectations.go with gre
 		-E / $(foreach f,$(MUTATE_SKIP),-E '^$(subst .,\.,$(f))$$') .
 
 .PHONY: test-e2e
-test-e2e: build controlplane ## Run the end-to-end suite: real kube-apiserver + etcd, the real binary, kubectl.
+test-e2e: build controlplane ## Run the end-to-end suite: real kube-apiserver + etcd, the real binary, kubectl (two processes at once, see hack/e2e.sh; with E2E_FLAGS, one `go test`).
+ifeq ($(strip $(E2E_FLAGS)),)
+	GO=$(GO) hack/e2e.sh
+else
 	cd e2e && $(GO) test -count=1 -timeout 20m $(E2E_FLAGS) ./...
+endif
 
 # N is the number of pods `make bench` creates (N=50000 works too, in ~10 minutes).
 N ?= 10000

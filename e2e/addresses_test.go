@@ -316,7 +316,7 @@ func buildPreviousRelease(t *testing.T) (binary, crd string) {
 // restart.
 func TestAddressUpgradeFromPreviousRelease(t *testing.T) {
 	oldBinary, oldCRD := buildPreviousRelease(t)
-	logf, err := os.Create(filepath.Join(artifacts, "upgrade-controlplane.log"))
+	logf, err := os.Create(processLog("upgrade-controlplane.log"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func simCluster(t *testing.T) *controlplane.Cluster {
 	t.Helper()
 	simOnce.Do(func() {
 		start := time.Now()
-		simLog, simErr = os.Create(filepath.Join(artifacts, "cluster.log"))
+		simLog, simErr = os.Create(processLog("cluster.log"))
 		if simErr != nil {
 			return
 		}
@@ -55,7 +55,7 @@ func simCluster(t *testing.T) *controlplane.Cluster {
 		t.Logf("simulated cluster (%d kwok nodes, controller manager, scheduler) up in %v", len(sim.Nodes), time.Since(start).Round(time.Millisecond))
 	})
 	if simErr != nil {
-		t.Fatalf("starting the simulated cluster: %v (logs in %s)", simErr, filepath.Join(artifacts, "cluster.log"))
+		t.Fatalf("starting the simulated cluster: %v (logs in %s)", simErr, processLog("cluster.log"))
 	}
 	if err := sim.Healthy(); err != nil {
 		t.Fatalf("simulated cluster: %v", err)

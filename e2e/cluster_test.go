@@ -351,16 +351,38 @@ spec:
 // TestClusterChurnAddressReuse scales a Deployment up and down for a while:
 // kwok hands a freed address to the next pod at once, so addresses move
 // between pods within milliseconds. The controller must end converged,
-// with one mirror per address holder.
+// with one mirror per address holder, and must never take a terminating
+// pod and the new holder of its address for a conflict: no mirror version
+// says conflict=true (a watch on every PodToIp sees each one), the counter
+// of conflicts found stays 0, and no conflict is logged. One churn run
+// serves both checks: it is the longest scenario of the suite.
 func TestClusterChurnAddressReuse(t *testing.T) {
 	c := simCluster(t)
 	ns := simNamespace(t, c)
 	p := startSimController(t, c)
 
+	// Every version of every PodToIp, from before the first pod.
+	stop := watchConflicts(t, c.ControlPlane, "")
+
 	rounds, seen, reused := churnWithReuse(t, c, ns, "churn")
-	t.Logf("%d scale rounds; %d addresses seen, %d of them held by more than one pod in turn", rounds, len(seen), reused)
+
+	flagged, versions := stop()
+	t.Logf("%d scale rounds; %d addresses seen, %d of them held by more than one pod in turn; %d PodToIp versions watched",
+		rounds, len(seen), reused, versions)
 	if reused == 0 {
 		t.Errorf("no address was reused by another pod: the scenario did not exercise address reuse")
+	}
+	if versions == 0 {
+		t.Error("the watch saw no PodToIp: it cannot tell whether one was marked")
+	}
+	if len(flagged) > 0 {
+		t.Errorf("%d PodToIp versions said conflict=true under churn, e.g. %q", len(flagged), flagged[:min(5, len(flagged))])
+	}
+	if g, found := conflictMetrics(t, p); g != 0 || found != 0 {
+		t.Errorf("conflicting_addresses = %v, address_conflicts_total = %v after churn; want 0 and 0", g, found)
+	}
+	if strings.Contains(p.Output(), "Address conflict started") {
+		t.Errorf("a conflict was logged under churn:\n%s", tail(p.Output(), 30))
 	}
 	got := reportFailed(t, p, map[string]float64{"DELETE 404": 1e9, "PUT 404": 1e9}, "the garbage collector deletes mirrors of deleted pods as well")
 	recordFigure(t, figure{Name: "cluster churn: 404 answers", Value: got["DELETE 404"] + got["PUT 404"], Unit: "count",

@@ -47,7 +47,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
-	cpLog, err := os.Create(filepath.Join(artifacts, "controlplane.log"))
+	cpLog, err := os.Create(processLog("controlplane.log"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
@@ -65,4 +65,16 @@ func runSuite(m *testing.M) int {
 	}
 	defer stopSimCluster()
 	return m.Run()
+}
+
+// processLog is the path in artifacts of a log this test process writes for
+// its own control plane. `make test-e2e` runs the suite as two processes at
+// once (see hack/e2e.sh), each with its own control plane and E2E_SHARD set
+// to its name, which prefixes these files so the two do not overwrite each
+// other.
+func processLog(name string) string {
+	if shard := os.Getenv("E2E_SHARD"); shard != "" {
+		name = shard + "-" + name
+	}
+	return filepath.Join(artifacts, name)
 }

@@ -15,14 +15,26 @@ import (
 )
 
 // BuildController builds the product binary into bin/ of the repository, so
-// tests always run the code under test.
+// tests always run the code under test. It builds into a temporary file and
+// renames it into place: test processes running at once each build it, and
+// a rename never changes a binary another process is running or a reader
+// half-written.
 func BuildController(root string) (string, error) {
 	bin := filepath.Join(root, "bin", "podtoip-controller")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return "", err
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
+	cmd := exec.Command("go", "build", "-o", tmp, ".")
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
+		os.Remove(tmp)
 		return "", fmt.Errorf("building podtoip-controller: %w", err)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("installing podtoip-controller: %w", err)
 	}
 	return bin, nil
 }

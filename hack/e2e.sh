@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs the end-to-end suite as two test processes at once, each with its own
+# kube-apiserver and etcd (and simulated cluster, if its tests use one).
+#
+# Most of the suite's time is spent waiting: for a controller to stay idle,
+# a lease to expire, a fault to heal. Tests within one process run one after
+# another, because they count the requests their API server receives; two
+# processes with two API servers halve the wall time on two cores without
+# weakening that. The fault and readiness scenarios make one shard, the rest
+# (the simulated cluster, the demo, conflicts, addresses, bad input) the
+# other; they take about the same time.
+#
+# Usage: hack/e2e.sh [go test flags for both shards, e.g. -v]
+set -euo pipefail
+cd "$(dirname "$0")/../e2e"
+GO=${GO:-go}
+TIMEOUT=${E2E_TIMEOUT:-20m}
+BIN=../_output/e2e.test
+
+# The small packages (the harness, the demo and benchmark programs) first.
+"$GO" test -count=1 ./controlplane/... ./cmd/...
+"$GO" test -c -o "$BIN" .
+
+# One shard's output, each line prefixed with its name, on the terminal as it
+# comes; its exit code is that of the test process.
+shard() {
+	local name=$1
+	shift
+	set +e
+	E2E_SHARD=$name "$BIN" -test.count=1 -test.timeout="$TIMEOUT" "$@" 2>&1 | sed -u "s/^/[$name] /"
+	local rc=${PIPESTATUS[0]}
+	set -e
+	echo "[$name] exit $rc"
+	return "$rc"
+}
+
+FAULTS='^Test(Fault|Readiness)'
+start=$SECONDS
+shard faults -test.run "$FAULTS" "$@" &
+a=$!
+shard rest -test.skip "$FAULTS" "$@" &
+b=$!
+rc=0
+wait "$a" || rc=1
+wait "$b" || rc=1
+if [ "$rc" -ne 0 ]; then
+	echo "FAIL: end-to-end suite ($((SECONDS - start)) s); see the [faults] and [rest] lines above, logs in e2e/_artifacts/"
+	exit 1
+fi
+echo "ok: end-to-end suite, both shards passed ($((SECONDS - start)) s)"
