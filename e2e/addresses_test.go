@@ -299,7 +299,7 @@ func buildPreviousRelease(t *testing.T) (binary, crd string) {
 		t.Fatalf("extracting %s: %v", previousRelease, err)
 	}
 	binary = filepath.Join(dir, "podtoip-controller-previous")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", binary, ".")
+	build := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", binary, ".")
 	build.Dir = dir
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the previous release: %v\n%s", err, out)

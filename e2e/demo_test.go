@@ -30,7 +30,7 @@ import (
 func TestDemo(t *testing.T) {
 	tDemo := t
 	bin := filepath.Join(t.TempDir(), "demo")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/demo").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/demo").CombinedOutput(); err != nil {
 		t.Fatalf("building the demo: %v\n%s", err, out)
 	}
 

@@ -18,8 +18,10 @@ TIMEOUT=${E2E_TIMEOUT:-20m}
 BIN=../_output/e2e.test
 
 # The small packages (the harness, the demo and benchmark programs) first.
-"$GO" test -count=1 ./controlplane/... ./cmd/...
-"$GO" test -c -o "$BIN" .
+# -trimpath, like every build of the control plane and the controller: the
+# packages they share (client-go, the API types) then compile once.
+"$GO" test -trimpath -count=1 ./controlplane/... ./cmd/...
+"$GO" test -trimpath -c -o "$BIN" .
 
 # One shard's output, each line prefixed with its name, on the terminal as it
 # comes; its exit code is that of the test process.
