@@ -234,12 +234,9 @@ func TestWriteTrackerLaggingHandler(t *testing.T) {
 	t.Run("older object's events after our delete", func(t *testing.T) {
 		tr := newWriteTracker()
 		tr.deleted(key, "b", "300")
-		for _, ev := range []struct {
-			m        *PodToIp
-			isDelete bool
-		}{{mirrorAt("a", "200"), false}, {mirrorAt("a", "250"), true}, {mirrorAt("b", "300"), false}} {
-			tr.observe(key, ev.m, ev.isDelete)
-		}
+		tr.observe(key, mirrorAt("a", "200"), false)
+		tr.observe(key, mirrorAt("a", "250"), true)
+		tr.observe(key, mirrorAt("b", "300"), false)
 		if !tr.pending(key, mirrorAt("b", "300")) {
 			t.Error("delete not pending: events of older objects cleared it")
 		}
