@@ -206,7 +206,7 @@ func (c *Controller) enqueue(key cache.ObjectName) {
 
 func (c *Controller) addPod(obj any) {
 	pod := obj.(*podInfo)
-	key := cache.MetaObjectToName(pod)
+	key := pod.key()
 	held := heldAddresses(pod)
 	c.holders.move(key, nil, held)
 	c.enqueue(key)
@@ -218,7 +218,7 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 	if old.ResourceVersion == cur.ResourceVersion || !mirrorChanged(old, cur) {
 		return
 	}
-	key := cache.MetaObjectToName(cur)
+	key := cur.key()
 	was, is := heldAddresses(old), heldAddresses(cur)
 	changed := !slices.Equal(was, is)
 	if changed {
@@ -232,7 +232,7 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 
 func (c *Controller) deletePod(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
-		key := cache.MetaObjectToName(pod)
+		key := pod.key()
 		held := heldAddresses(pod)
 		c.holders.move(key, held, nil)
 		c.enqueue(key)
@@ -241,28 +241,28 @@ func (c *Controller) deletePod(obj any) {
 }
 
 func (c *Controller) addMirror(obj any) {
-	m := obj.(*PodToIp)
-	key := cache.MetaObjectToName(m)
+	m := obj.(*mirrorInfo)
+	key := m.key()
 	c.tracker.observe(key, m, false)
 	c.enqueue(key)
 }
 
 func (c *Controller) updateMirror(oldObj, newObj any) {
-	old, cur := oldObj.(*PodToIp), newObj.(*PodToIp)
+	old, cur := oldObj.(*mirrorInfo), newObj.(*mirrorInfo)
 	if old.ResourceVersion == cur.ResourceVersion {
 		return
 	}
-	key := cache.MetaObjectToName(cur)
+	key := cur.key()
 	c.tracker.observe(key, cur, false)
 	c.enqueue(key)
 }
 
 func (c *Controller) deleteMirror(obj any) {
-	m, ok := unwrapTombstone(obj).(*PodToIp)
+	m, ok := unwrapTombstone(obj).(*mirrorInfo)
 	if !ok {
 		return
 	}
-	key := cache.MetaObjectToName(m)
+	key := m.key()
 	c.tracker.observe(key, m, true)
 	c.enqueue(key)
 }
@@ -497,7 +497,7 @@ func (c *Controller) cachedPod(key cache.ObjectName) (*podInfo, error) {
 
 // cachedMirror returns the cached PodToIp of key, or nil. The result is
 // shared with the cache and must not be modified.
-func (c *Controller) cachedMirror(key cache.ObjectName) (*PodToIp, error) {
+func (c *Controller) cachedMirror(key cache.ObjectName) (*mirrorInfo, error) {
 	obj, exists, err := c.mirrors.GetByKey(key.String())
 	if err != nil {
 		return nil, fmt.Errorf("reading PodToIp %s from cache: %w", key, err)
@@ -505,7 +505,7 @@ func (c *Controller) cachedMirror(key cache.ObjectName) (*PodToIp, error) {
 	if !exists {
 		return nil, nil
 	}
-	return obj.(*PodToIp), nil
+	return obj.(*mirrorInfo), nil
 }
 
 func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp, observed time.Time) (wrote bool, err error) {
@@ -519,7 +519,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 		c.tracker.wrote(key, created.ResourceVersion)
 		writesTotal.WithLabelValues("create").Inc()
 		klog.FromContext(ctx).V(4).Info("Created PodToIp", "address", want.PodAddress)
-		logTrail(ctx, trailAssigned, want, nil, observed)
+		logTrail(ctx, trailAssigned, want.trail(), nil, observed)
 		return true, nil
 	case apierrors.IsAlreadyExists(err):
 		// The cache is behind; its add event will requeue the key.
@@ -534,7 +534,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 	}
 }
 
-func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, have, obj *PodToIp, observed time.Time) (wrote bool, err error) {
+func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, obj *PodToIp, observed time.Time) (wrote bool, err error) {
 	c.tracker.begin(key)
 	updated, err := c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{})
 	if err != nil {
@@ -549,10 +549,10 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 			// The mirror passed to a new pod under the same name (its
 			// deletion was never seen): for the trail, the old pod let go
 			// of its addresses and the new one took its own.
-			logTrail(ctx, trailReleased, have, nil, observed)
-			logTrail(ctx, trailAssigned, obj, nil, observed)
+			logTrail(ctx, trailReleased, have.trail(), nil, observed)
+			logTrail(ctx, trailAssigned, obj.trail(), nil, observed)
 		} else {
-			logTrail(ctx, trailChanged, obj, have.PodIPs, observed)
+			logTrail(ctx, trailChanged, obj.trail(), have.PodIPs, observed)
 		}
 		return true, nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
@@ -565,7 +565,7 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 	}
 }
 
-func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectName, have *PodToIp, observed time.Time) error {
+func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, observed time.Time) error {
 	// The UID precondition makes sure a newer object created under the same
 	// name since the cache was filled is never deleted by mistake.
 	uid := have.UID
@@ -577,14 +577,14 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 		c.tracker.deleted(key, uid)
 		writesTotal.WithLabelValues("delete").Inc()
 		klog.FromContext(ctx).V(4).Info("Deleted PodToIp")
-		logTrail(ctx, trailReleased, have, nil, observed)
+		logTrail(ctx, trailReleased, have.trail(), nil, observed)
 		return nil
 	case apierrors.IsNotFound(err):
 		// Someone else (the garbage collector, after a forced pod
 		// deletion) was faster; the pod let go of its addresses all the
 		// same, and no later reconcile will see the mirror to say so.
 		klog.FromContext(ctx).V(2).Info("PodToIp already gone; waiting for the cache", "err", err)
-		logTrail(ctx, trailReleased, have, nil, observed)
+		logTrail(ctx, trailReleased, have.trail(), nil, observed)
 		return nil
 	case apierrors.IsConflict(err):
 		klog.FromContext(ctx).V(2).Info("PodToIp replaced; waiting for the cache", "err", err)
@@ -596,7 +596,7 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 
 // reportForeign tells users, once per object, that a PodToIp under a pod's
 // name is not ours and is left alone.
-func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *podInfo, m *PodToIp) {
+func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *podInfo, m *mirrorInfo) {
 	c.foreignMu.Lock()
 	prev := c.foreign[key]
 	report := foreignReport{mirror: m.UID}

@@ -89,11 +89,11 @@ func TestSyncWritesWhatThePodShows(t *testing.T) {
 		t.Errorf("created %+v, want the pod's fields, the managed-by label and the pod as owner", created)
 	}
 
-	have := created.DeepCopy()
-	have.Labels["team"] = "net"
-	have.Annotations = map[string]string{"note": "x"}
-	have = f.cached(have, "m-1", "101")
-	f.c.tracker.observe(cache.MetaObjectToName(have), have, false)
+	edited := created.DeepCopy()
+	edited.Labels["team"] = "net"
+	edited.Annotations = map[string]string{"note": "x"}
+	have := f.cached(edited, "m-1", "101")
+	f.c.tracker.observe(have.key(), have, false)
 	_ = f.pods.Update(testPod(func(p *corev1.Pod) {
 		p.Status.PodIP = "10.244.0.6"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.6"}}
@@ -196,10 +196,10 @@ func TestSyncAfterEventsOvertakeTheWrite(t *testing.T) {
 	// The informer delivers the object's add and its deletion meanwhile.
 	m := desiredFor(testPod())
 	m.UID, m.ResourceVersion = "m-1", "101"
-	f.c.addMirror(m)
+	f.c.addMirror(toMirrorInfo(m))
 	gone := m.DeepCopy()
 	gone.ResourceVersion = "102"
-	f.c.deleteMirror(gone)
+	f.c.deleteMirror(toMirrorInfo(gone))
 	close(f.client.release)
 	<-done
 	f.client.entered = nil
@@ -260,8 +260,7 @@ func TestHandlersQueueNothingUntilWorkersRun(t *testing.T) {
 	}
 	_ = f.pods.Add(testPod())
 	f.c.addPod(toPodInfo(testPod()))
-	orphan := desiredFor(testPod(func(p *corev1.Pod) { p.Name = "gone" }))
-	orphan = f.cached(orphan, "m-9", "3")
+	orphan := f.cached(desiredFor(testPod(func(p *corev1.Pod) { p.Name = "gone" })), "m-9", "3")
 	f.c.addMirror(orphan)
 	if n := f.c.queue.Len(); n != 0 {
 		t.Fatalf("a standby queued %d keys", n)

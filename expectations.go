@@ -96,7 +96,7 @@ func (t *writeTracker) deleted(key cache.ObjectName, uid types.UID) {
 // tombstone carrying the last cached object, which may be older than the
 // write, but either way the cache no longer holds the object and the next
 // reconcile must act on that.
-func (t *writeTracker) observe(key cache.ObjectName, m *PodToIp, isDelete bool) {
+func (t *writeTracker) observe(key cache.ObjectName, m *mirrorInfo, isDelete bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.m[key]
@@ -125,7 +125,7 @@ func (t *writeTracker) observe(key cache.ObjectName, m *PodToIp, isDelete bool) 
 // pending reports whether a write to key has not reached the cache yet, given
 // what the cache holds now (nil if nothing). Expired records are dropped, so
 // a lost event can delay a reconcile but never block it.
-func (t *writeTracker) pending(key cache.ObjectName, cached *PodToIp) bool {
+func (t *writeTracker) pending(key cache.ObjectName, cached *mirrorInfo) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.m[key]
