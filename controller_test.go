@@ -202,7 +202,11 @@ func TestSyncCreatesUpdatesDeletes(t *testing.T) {
 	f.expectActions()
 
 	// Pod deleted: one delete, not repeated while the cache lags.
-	_ = f.mirrors.Update(func() *mirrorInfo { x := applyDesired(m, desiredFor(pod2)); x.ResourceVersion = "102"; return toMirrorInfo(x) }())
+	_ = f.mirrors.Update(func() *mirrorInfo {
+		x := applyDesired(m, desiredFor(pod2))
+		x.ResourceVersion = "102"
+		return toMirrorInfo(x)
+	}())
 	_ = f.pods.Delete(pod2)
 	f.sync("web")
 	f.expectActions("delete ns/web")

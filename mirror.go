@@ -89,8 +89,8 @@ func toPodInfo(pod *corev1.Pod) *podInfo {
 		NodeName:          intern(pod.Spec.NodeName),
 		Phase:             corev1.PodPhase(intern(string(pod.Status.Phase))),
 		PodIP:             shareWith(pod.Status.PodIP, ips),
-		PodIPs:      ips,
-		HostNetwork: pod.Spec.HostNetwork,
+		PodIPs:            ips,
+		HostNetwork:       pod.Spec.HostNetwork,
 	}
 }
 
