@@ -80,7 +80,9 @@ type Controller struct {
 	// standby's informers deliver every event too, and with nobody taking
 	// keys its queue would keep every pod name it ever saw. A process that
 	// starts its workers queues every cached key at once instead.
-	active   atomic.Bool
+	active atomic.Bool
+	// unqueued counts the keys listed at start not queued yet (queueAll).
+	unqueued atomic.Int64
 	recorder record.EventRecorder
 	tracker  *writeTracker
 
@@ -298,8 +300,9 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 		return nil // stopped before the caches synced
 	}
 
-	queued := c.activate()
-	logger.Info("Starting workers", "count", workers, "queued", queued)
+	rest := c.activate()
+	c.unqueued.Store(int64(len(rest)))
+	logger.Info("Starting workers", "count", workers, "queued", c.queue.Len()+len(rest))
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -307,9 +310,12 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 			}
 		})
 	}
+	if len(rest) > 0 {
+		wg.Go(func() { c.queueAll(ctx, rest) })
+	}
 	<-ctx.Done()
 	c.active.Store(false)
-	logger.Info("Shutting down: finishing in-flight work; queued pods are reconciled by the next start", "queued", c.queue.Len())
+	logger.Info("Shutting down: finishing in-flight work; queued pods are reconciled by the next start", "queued", c.queue.Len()+int(c.unqueued.Load()))
 	c.queue.ShutDown()
 	wg.Wait()
 	logger.Info("Workers stopped")
@@ -331,23 +337,61 @@ func (c *Controller) synced() []cache.InformerSynced {
 	return out
 }
 
-// activate turns on queueing from the event handlers and queues the key of
-// every cached pod and mirror, so that workers starting late (a standby
+// activate turns on queueing from the event handlers and lists the key of
+// every cached pod, and of every cached mirror without a cached pod (a
+// mirror's key is its pod's), so that workers starting late (a standby
 // becoming the leader) reconcile everything that happened while nobody
 // worked. Handlers are switched on first: an event delivered meanwhile is
-// already in the cache, so it is queued either by its handler or by the
-// listing below (and deduplicated if both). It returns the number of keys
-// queued.
-func (c *Controller) activate() int {
+// already in the cache, so it is queued either by its handler or from the
+// listing (and deduplicated if both). It queues the first startBatch keys
+// and returns the others, for queueAll.
+func (c *Controller) activate() []string {
 	c.active.Store(true)
-	for _, store := range []cache.Store{c.pods, c.mirrors} {
-		for _, k := range store.ListKeys() {
-			if key, err := cache.ParseObjectName(k); err == nil {
-				c.queue.Add(key)
-			}
+	keys := c.pods.ListKeys()
+	for _, k := range c.mirrors.ListKeys() {
+		if _, podCached, err := c.pods.GetByKey(k); err != nil || !podCached {
+			keys = append(keys, k)
 		}
 	}
-	return c.queue.Len()
+	return c.queueSome(keys)
+}
+
+// startBatch bounds how many of the keys listed at start are in the queue
+// at once. The queue's sets and its metrics' maps grow to the most keys they
+// ever held and Go never shrinks a map, so queueing every key at once (a
+// cold start or a new leader) would keep, for the life of the process, a
+// few hundred bytes per pod of empty maps: as much as the caches. Feeding
+// the queue as the workers drain it keeps them at the batch's size, and a
+// batch far above the workers' count keeps them all busy.
+const startBatch = 1024
+
+// queueSome queues keys until the queue holds startBatch and returns the
+// keys left.
+func (c *Controller) queueSome(keys []string) []string {
+	for len(keys) > 0 && c.queue.Len() < startBatch {
+		if key, err := cache.ParseObjectName(keys[0]); err == nil {
+			c.queue.Add(key)
+		}
+		keys = keys[1:]
+	}
+	return keys
+}
+
+// queueAll queues the keys activate left, a batch at a time as the workers
+// take them, until all are queued or ctx ends (the keys not queued are
+// reconciled by the next start, as those still in the queue are).
+func (c *Controller) queueAll(ctx context.Context, keys []string) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for len(keys) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		keys = c.queueSome(keys)
+		c.unqueued.Store(int64(len(keys)))
+	}
 }
 
 // processNextWorkItem handles one key with workCtx; it returns false once
