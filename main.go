@@ -116,9 +116,20 @@ func main() {
 		fmt.Fprintf(os.Stderr, "error: invalid flags:\n%v\n", err)
 		os.Exit(exitUsage)
 	}
+	memLimit, err := goMemoryLimit(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		os.Exit(exitUsage)
+	}
+	if memLimit > 0 {
+		debug.SetMemoryLimit(memLimit)
+	}
 
 	ctx := signalContext()
 	logger := klog.FromContext(ctx)
+	if memLimit > 0 {
+		logger.Info("Go memory limit set from the container's", "bytes", memLimit, "fraction", memoryLimitFraction, "env", memoryLimitEnv)
+	}
 	if err := run(ctx, o); err != nil {
 		logger.Error(err, "Exiting")
 		klog.FlushAndExit(klog.ExitFlushTimeout, exitFailure)
