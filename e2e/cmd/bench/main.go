@@ -253,6 +253,10 @@ func step(format string, args ...any) {
 func podIPsFor(i int) []string {
 	v4 := fmt.Sprintf("10.%d.%d.%d", 64+i>>16, (i>>8)&255, i&255)
 	if i%10 == 0 {
+		// Canonical: no group above ffff, no leading zeros.
+		if n := i + 1; n > 0xffff {
+			return []string{v4, fmt.Sprintf("fd00::%x:%x", n>>16, n&0xffff)}
+		}
 		return []string{v4, fmt.Sprintf("fd00::%x", i+1)}
 	}
 	return []string{v4}
