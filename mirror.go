@@ -275,7 +275,7 @@ func slimPod(obj any) (any, error) {
 // fields, which the controller never reads and which an update leaves as
 // the API server has them. A whole PodToIp, even slimmed, is a 450-byte
 // struct (ObjectMeta alone is 240) with its owner reference in another 100;
-// a mirrorInfo is about 250 bytes with its usual owner reference folded into
+// a mirrorInfo is 288 bytes with its usual owner reference folded into
 // one UID and its usual label map shared, and the strings that repeat
 // (podName as the name, podAddress and the family addresses as entries of
 // podIPs, the owner's UID as podUID) share one copy.
