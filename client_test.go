@@ -19,7 +19,7 @@ func TestCodecRoundTrip(t *testing.T) {
 	if !ok || gvk.Kind != "PodToIp" || gvk.GroupVersion() != GroupVersion {
 		t.Fatalf("decoded %T %v", obj, gvk)
 	}
-	if m.Name != "web" || m.PodUID != "uid-1" || len(m.PodIPs) != 2 || m.NodeName != "node-1" || !isManaged(m) {
+	if m.Name != "web" || m.PodUID != "uid-1" || len(m.PodIPs) != 2 || m.NodeName != "node-1" || !isManaged(toMirrorInfo(m)) {
 		t.Errorf("decoded %+v", m)
 	}
 

@@ -287,7 +287,7 @@ func desiredMirrorWith(pod *podInfo, conflicts []addressConflict) (*PodToIp, err
 
 // newHolders returns the entries of want that have does not list: the
 // holders a write of want is the first to show. nil when there are none.
-func newHolders(have, want *PodToIp) []string {
+func newHolders(have *mirrorInfo, want *PodToIp) []string {
 	var out []string
 	for _, h := range want.ConflictsWith {
 		if have == nil || !slices.Contains(have.ConflictsWith, h) {
@@ -512,7 +512,7 @@ func (l *conflictLedger) addresses() int {
 // conflict, not per reconcile, since an unchanged mirror is not written.
 // The mirror itself is the memory of what was reported, so a restarted
 // controller, or a new leader, does not report a conflict again.
-func (c *Controller) reportConflict(pod *podInfo, have, written *PodToIp, conflicts []addressConflict) {
+func (c *Controller) reportConflict(pod *podInfo, have *mirrorInfo, written *PodToIp, conflicts []addressConflict) {
 	if c.recorder == nil || pod == nil || len(newHolders(have, written)) == 0 {
 		return
 	}

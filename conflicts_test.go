@@ -163,7 +163,7 @@ func TestConflictsWithOfAndDesiredMirrorWith(t *testing.T) {
 		if m.Conflict != (len(tc.want) > 0) || !slices.Equal(m.ConflictsWith, tc.want) {
 			t.Errorf("%s: desired mirror conflict=%v conflictsWith=%q, want %v %q", name, m.Conflict, m.ConflictsWith, len(tc.want) > 0, tc.want)
 		}
-		if base := desiredFor(testPod()); len(tc.want) == 0 && needsUpdate(m, base) {
+		if base := desiredFor(testPod()); len(tc.want) == 0 && needsUpdate(toMirrorInfo(m), base) {
 			t.Errorf("%s: a pod without conflicts wants another mirror than desiredMirror's", name)
 		}
 	}
@@ -189,7 +189,7 @@ func TestNewHoldersAndMessage(t *testing.T) {
 		"another holder only":  {have, &PodToIp{ConflictsWith: []string{"Pod ns/c"}}, []string{"Pod ns/c"}},
 		"created, no conflict": {nil, &PodToIp{}, nil},
 	} {
-		if got := newHolders(tc.have, tc.want); !slices.Equal(got, tc.new) {
+		if got := newHolders(toMirrorInfo(tc.have), tc.want); !slices.Equal(got, tc.new) {
 			t.Errorf("%s: newHolders = %q, want %q", name, got, tc.new)
 		}
 	}
@@ -305,13 +305,14 @@ func (f *fixture) catchUp(rec *recordingMirrors, from int) {
 		m = m.DeepCopy()
 		key := cache.MetaObjectToName(m)
 		if old, ok, _ := f.mirrors.GetByKey(key.String()); ok {
-			m.UID = old.(*PodToIp).UID
+			m.UID = old.(*mirrorInfo).UID
 		} else {
 			m.UID = k8stypes.UID("m-" + m.Name)
 		}
 		m.ResourceVersion = fmt.Sprint(900 + len(rec.written))
-		_ = f.mirrors.Update(m)
-		f.c.tracker.observe(key, m, false)
+		info := toMirrorInfo(m)
+		_ = f.mirrors.Update(info)
+		f.c.tracker.observe(key, info, false)
 	}
 }
 

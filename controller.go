@@ -80,7 +80,9 @@ type Controller struct {
 	// standby's informers deliver every event too, and with nobody taking
 	// keys its queue would keep every pod name it ever saw. A process that
 	// starts its workers queues every cached key at once instead.
-	active   atomic.Bool
+	active atomic.Bool
+	// unqueued counts the keys listed at start not queued yet (queueAll).
+	unqueued atomic.Int64
 	recorder record.EventRecorder
 	tracker  *writeTracker
 
@@ -206,7 +208,7 @@ func (c *Controller) enqueue(key cache.ObjectName) {
 
 func (c *Controller) addPod(obj any) {
 	pod := obj.(*podInfo)
-	key := cache.MetaObjectToName(pod)
+	key := pod.key()
 	held := heldAddresses(pod)
 	c.holders.move(key, nil, held)
 	c.enqueue(key)
@@ -218,7 +220,7 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 	if old.ResourceVersion == cur.ResourceVersion || !mirrorChanged(old, cur) {
 		return
 	}
-	key := cache.MetaObjectToName(cur)
+	key := cur.key()
 	was, is := heldAddresses(old), heldAddresses(cur)
 	changed := !slices.Equal(was, is)
 	if changed {
@@ -232,7 +234,7 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 
 func (c *Controller) deletePod(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
-		key := cache.MetaObjectToName(pod)
+		key := pod.key()
 		held := heldAddresses(pod)
 		c.holders.move(key, held, nil)
 		c.enqueue(key)
@@ -241,28 +243,28 @@ func (c *Controller) deletePod(obj any) {
 }
 
 func (c *Controller) addMirror(obj any) {
-	m := obj.(*PodToIp)
-	key := cache.MetaObjectToName(m)
+	m := obj.(*mirrorInfo)
+	key := m.key()
 	c.tracker.observe(key, m, false)
 	c.enqueue(key)
 }
 
 func (c *Controller) updateMirror(oldObj, newObj any) {
-	old, cur := oldObj.(*PodToIp), newObj.(*PodToIp)
+	old, cur := oldObj.(*mirrorInfo), newObj.(*mirrorInfo)
 	if old.ResourceVersion == cur.ResourceVersion {
 		return
 	}
-	key := cache.MetaObjectToName(cur)
+	key := cur.key()
 	c.tracker.observe(key, cur, false)
 	c.enqueue(key)
 }
 
 func (c *Controller) deleteMirror(obj any) {
-	m, ok := unwrapTombstone(obj).(*PodToIp)
+	m, ok := unwrapTombstone(obj).(*mirrorInfo)
 	if !ok {
 		return
 	}
-	key := cache.MetaObjectToName(m)
+	key := m.key()
 	c.tracker.observe(key, m, true)
 	c.enqueue(key)
 }
@@ -298,8 +300,9 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 		return nil // stopped before the caches synced
 	}
 
-	queued := c.activate()
-	logger.Info("Starting workers", "count", workers, "queued", queued)
+	rest := c.activate()
+	c.unqueued.Store(int64(len(rest)))
+	logger.Info("Starting workers", "count", workers, "queued", c.queue.Len()+len(rest))
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -307,9 +310,12 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 			}
 		})
 	}
+	if len(rest) > 0 {
+		wg.Go(func() { c.queueAll(ctx, rest) })
+	}
 	<-ctx.Done()
 	c.active.Store(false)
-	logger.Info("Shutting down: finishing in-flight work; queued pods are reconciled by the next start", "queued", c.queue.Len())
+	logger.Info("Shutting down: finishing in-flight work; queued pods are reconciled by the next start", "queued", c.queue.Len()+int(c.unqueued.Load()))
 	c.queue.ShutDown()
 	wg.Wait()
 	logger.Info("Workers stopped")
@@ -331,23 +337,61 @@ func (c *Controller) synced() []cache.InformerSynced {
 	return out
 }
 
-// activate turns on queueing from the event handlers and queues the key of
-// every cached pod and mirror, so that workers starting late (a standby
+// activate turns on queueing from the event handlers and lists the key of
+// every cached pod, and of every cached mirror without a cached pod (a
+// mirror's key is its pod's), so that workers starting late (a standby
 // becoming the leader) reconcile everything that happened while nobody
 // worked. Handlers are switched on first: an event delivered meanwhile is
-// already in the cache, so it is queued either by its handler or by the
-// listing below (and deduplicated if both). It returns the number of keys
-// queued.
-func (c *Controller) activate() int {
+// already in the cache, so it is queued either by its handler or from the
+// listing (and deduplicated if both). It queues the first startBatch keys
+// and returns the others, for queueAll.
+func (c *Controller) activate() []string {
 	c.active.Store(true)
-	for _, store := range []cache.Store{c.pods, c.mirrors} {
-		for _, k := range store.ListKeys() {
-			if key, err := cache.ParseObjectName(k); err == nil {
-				c.queue.Add(key)
-			}
+	keys := c.pods.ListKeys()
+	for _, k := range c.mirrors.ListKeys() {
+		if _, podCached, err := c.pods.GetByKey(k); err != nil || !podCached {
+			keys = append(keys, k)
 		}
 	}
-	return c.queue.Len()
+	return c.queueSome(keys)
+}
+
+// startBatch bounds how many of the keys listed at start are in the queue
+// at once. The queue's sets and its metrics' maps grow to the most keys they
+// ever held and Go never shrinks a map, so queueing every key at once (a
+// cold start or a new leader) would keep, for the life of the process, a
+// few hundred bytes per pod of empty maps: as much as the caches. Feeding
+// the queue as the workers drain it keeps them at the batch's size, and a
+// batch far above the workers' count keeps them all busy.
+const startBatch = 1024
+
+// queueSome queues keys until the queue holds startBatch and returns the
+// keys left.
+func (c *Controller) queueSome(keys []string) []string {
+	for len(keys) > 0 && c.queue.Len() < startBatch {
+		if key, err := cache.ParseObjectName(keys[0]); err == nil {
+			c.queue.Add(key)
+		}
+		keys = keys[1:]
+	}
+	return keys
+}
+
+// queueAll queues the keys activate left, a batch at a time as the workers
+// take them, until all are queued or ctx ends (the keys not queued are
+// reconciled by the next start, as those still in the queue are).
+func (c *Controller) queueAll(ctx context.Context, keys []string) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for len(keys) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		keys = c.queueSome(keys)
+		c.unqueued.Store(int64(len(keys)))
+	}
 }
 
 // processNextWorkItem handles one key with workCtx; it returns false once
@@ -497,7 +541,7 @@ func (c *Controller) cachedPod(key cache.ObjectName) (*podInfo, error) {
 
 // cachedMirror returns the cached PodToIp of key, or nil. The result is
 // shared with the cache and must not be modified.
-func (c *Controller) cachedMirror(key cache.ObjectName) (*PodToIp, error) {
+func (c *Controller) cachedMirror(key cache.ObjectName) (*mirrorInfo, error) {
 	obj, exists, err := c.mirrors.GetByKey(key.String())
 	if err != nil {
 		return nil, fmt.Errorf("reading PodToIp %s from cache: %w", key, err)
@@ -505,7 +549,7 @@ func (c *Controller) cachedMirror(key cache.ObjectName) (*PodToIp, error) {
 	if !exists {
 		return nil, nil
 	}
-	return obj.(*PodToIp), nil
+	return obj.(*mirrorInfo), nil
 }
 
 func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp, observed time.Time) (wrote bool, err error) {
@@ -519,7 +563,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 		c.tracker.wrote(key, created.UID, created.ResourceVersion)
 		writesTotal.WithLabelValues("create").Inc()
 		klog.FromContext(ctx).V(4).Info("Created PodToIp", "address", want.PodAddress)
-		logTrail(ctx, trailAssigned, want, nil, observed)
+		logTrail(ctx, trailAssigned, want.trail(), nil, observed)
 		return true, nil
 	case apierrors.IsAlreadyExists(err):
 		// The cache is behind; its add event will requeue the key.
@@ -534,7 +578,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 	}
 }
 
-func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, have, obj *PodToIp, observed time.Time) (wrote bool, err error) {
+func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, obj *PodToIp, observed time.Time) (wrote bool, err error) {
 	c.tracker.begin(key)
 	updated, err := c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{})
 	if err != nil {
@@ -549,10 +593,10 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 			// The mirror passed to a new pod under the same name (its
 			// deletion was never seen): for the trail, the old pod let go
 			// of its addresses and the new one took its own.
-			logTrail(ctx, trailReleased, have, nil, observed)
-			logTrail(ctx, trailAssigned, obj, nil, observed)
+			logTrail(ctx, trailReleased, have.trail(), nil, observed)
+			logTrail(ctx, trailAssigned, obj.trail(), nil, observed)
 		} else {
-			logTrail(ctx, trailChanged, obj, have.PodIPs, observed)
+			logTrail(ctx, trailChanged, obj.trail(), have.PodIPs, observed)
 		}
 		return true, nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
@@ -565,7 +609,7 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 	}
 }
 
-func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectName, have *PodToIp, observed time.Time) error {
+func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, observed time.Time) error {
 	// The UID precondition makes sure a newer object created under the same
 	// name since the cache was filled is never deleted by mistake.
 	uid := have.UID
@@ -577,14 +621,14 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 		c.tracker.deleted(key, uid, have.ResourceVersion)
 		writesTotal.WithLabelValues("delete").Inc()
 		klog.FromContext(ctx).V(4).Info("Deleted PodToIp")
-		logTrail(ctx, trailReleased, have, nil, observed)
+		logTrail(ctx, trailReleased, have.trail(), nil, observed)
 		return nil
 	case apierrors.IsNotFound(err):
 		// Someone else (the garbage collector, after a forced pod
 		// deletion) was faster; the pod let go of its addresses all the
 		// same, and no later reconcile will see the mirror to say so.
 		klog.FromContext(ctx).V(2).Info("PodToIp already gone; waiting for the cache", "err", err)
-		logTrail(ctx, trailReleased, have, nil, observed)
+		logTrail(ctx, trailReleased, have.trail(), nil, observed)
 		return nil
 	case apierrors.IsConflict(err):
 		klog.FromContext(ctx).V(2).Info("PodToIp replaced; waiting for the cache", "err", err)
@@ -596,7 +640,7 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 
 // reportForeign tells users, once per object, that a PodToIp under a pod's
 // name is not ours and is left alone.
-func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *podInfo, m *PodToIp) {
+func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *podInfo, m *mirrorInfo) {
 	c.foreignMu.Lock()
 	prev := c.foreign[key]
 	report := foreignReport{mirror: m.UID}

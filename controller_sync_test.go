@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,11 +90,11 @@ func TestSyncWritesWhatThePodShows(t *testing.T) {
 		t.Errorf("created %+v, want the pod's fields, the managed-by label and the pod as owner", created)
 	}
 
-	have := created.DeepCopy()
-	have.Labels["team"] = "net"
-	have.Annotations = map[string]string{"note": "x"}
-	have = f.cached(have, "m-1", "101")
-	f.c.tracker.observe(cache.MetaObjectToName(have), have, false)
+	edited := created.DeepCopy()
+	edited.Labels["team"] = "net"
+	edited.Annotations = map[string]string{"note": "x"}
+	have := f.cached(edited, "m-1", "101")
+	f.c.tracker.observe(have.key(), have, false)
 	_ = f.pods.Update(testPod(func(p *corev1.Pod) {
 		p.Status.PodIP = "10.244.0.6"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.6"}}
@@ -196,10 +197,10 @@ func TestSyncAfterEventsOvertakeTheWrite(t *testing.T) {
 	// The informer delivers the object's add and its deletion meanwhile.
 	m := desiredFor(testPod())
 	m.UID, m.ResourceVersion = "m-1", "101"
-	f.c.addMirror(m)
+	f.c.addMirror(toMirrorInfo(m))
 	gone := m.DeepCopy()
 	gone.ResourceVersion = "102"
-	f.c.deleteMirror(gone)
+	f.c.deleteMirror(toMirrorInfo(gone))
 	close(f.client.release)
 	<-done
 	f.client.entered = nil
@@ -260,15 +261,14 @@ func TestHandlersQueueNothingUntilWorkersRun(t *testing.T) {
 	}
 	_ = f.pods.Add(testPod())
 	f.c.addPod(toPodInfo(testPod()))
-	orphan := desiredFor(testPod(func(p *corev1.Pod) { p.Name = "gone" }))
-	orphan = f.cached(orphan, "m-9", "3")
+	orphan := f.cached(desiredFor(testPod(func(p *corev1.Pod) { p.Name = "gone" })), "m-9", "3")
 	f.c.addMirror(orphan)
 	if n := f.c.queue.Len(); n != 0 {
 		t.Fatalf("a standby queued %d keys", n)
 	}
 
-	if n := f.c.activate(); n != 2 {
-		t.Fatalf("activate queued %d keys, want the 2 cached ones", n)
+	if rest := f.c.activate(); len(rest) != 0 || f.c.queue.Len() != 2 {
+		t.Fatalf("activate queued %d keys and left %d, want the 2 cached ones queued", f.c.queue.Len(), len(rest))
 	}
 	f.takeQueued()
 	f.sync("web")
@@ -280,5 +280,62 @@ func TestHandlersQueueNothingUntilWorkersRun(t *testing.T) {
 	})))
 	if f.c.queue.Len() != 1 {
 		t.Error("events are not queued once the workers run")
+	}
+}
+
+// TestActivateQueuesInBatches checks that a start queues every cached pod
+// and every mirror without a pod, each once, but never more than
+// startBatch keys at a time: the queue's maps keep the size of their
+// largest burst.
+func TestActivateQueuesInBatches(t *testing.T) {
+	f := newFixture(t)
+	f.c.active.Store(false)
+	const pods, orphans = startBatch + 500, 30
+	for i := range pods {
+		p := testPod(func(p *corev1.Pod) { p.Name = fmt.Sprintf("p-%d", i) })
+		_ = f.pods.Add(p)
+		f.cached(desiredFor(p), fmt.Sprintf("m-%d", i), "5") // a mirror with its pod: one key
+	}
+	for i := range orphans {
+		f.cached(desiredFor(testPod(func(p *corev1.Pod) { p.Name = fmt.Sprintf("gone-%d", i) })), fmt.Sprintf("o-%d", i), "5")
+	}
+	rest := f.c.activate()
+	if f.c.queue.Len() != startBatch || len(rest) != pods+orphans-startBatch {
+		t.Fatalf("activate queued %d keys and left %d, want %d and %d", f.c.queue.Len(), len(rest), startBatch, pods+orphans-startBatch)
+	}
+	seen := map[cache.ObjectName]int{}
+	take := func() {
+		for f.c.queue.Len() > 0 {
+			k, _ := f.c.queue.Get()
+			seen[k]++
+			f.c.queue.Done(k)
+		}
+	}
+	take()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.c.queueAll(t.Context(), rest)
+	}()
+	for {
+		select {
+		case <-done:
+		case <-time.After(time.Millisecond):
+			if n := f.c.queue.Len(); n > startBatch {
+				t.Fatalf("queueAll let the queue grow to %d keys", n)
+			}
+			take()
+			continue
+		}
+		break
+	}
+	take()
+	if len(seen) != pods+orphans || f.c.unqueued.Load() != 0 {
+		t.Fatalf("queued %d distinct keys (%d left), want %d", len(seen), f.c.unqueued.Load(), pods+orphans)
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("%v queued %d times", k, n)
+		}
 	}
 }

@@ -162,13 +162,14 @@ func (f *fixture) trail() []map[string]any {
 
 // cached stores a mirror in the informer cache as the API server would
 // return it.
-func (f *fixture) cached(m *PodToIp, uid, rv string) *PodToIp {
+func (f *fixture) cached(m *PodToIp, uid, rv string) *mirrorInfo {
 	m = m.DeepCopy()
 	m.UID, m.ResourceVersion = types.UID(uid), rv
-	if err := f.mirrors.Add(m); err != nil {
+	info := toMirrorInfo(m)
+	if err := f.mirrors.Add(info); err != nil {
 		f.t.Fatal(err)
 	}
-	return m
+	return info
 }
 
 func TestSyncCreatesUpdatesDeletes(t *testing.T) {
@@ -185,7 +186,7 @@ func TestSyncCreatesUpdatesDeletes(t *testing.T) {
 
 	// The cache catches up (the informer reports the object).
 	m := f.cached(desiredFor(pod), "m-1", "101")
-	f.c.tracker.observe(cache.MetaObjectToName(m), m, false)
+	f.c.tracker.observe(m.key(), m, false)
 	f.sync("web")
 	f.expectActions()
 
@@ -201,7 +202,11 @@ func TestSyncCreatesUpdatesDeletes(t *testing.T) {
 	f.expectActions()
 
 	// Pod deleted: one delete, not repeated while the cache lags.
-	_ = f.mirrors.Update(func() *PodToIp { x := applyDesired(m, desiredFor(pod2)); x.ResourceVersion = "102"; return x }())
+	_ = f.mirrors.Update(func() *mirrorInfo {
+		x := applyDesired(m, desiredFor(pod2))
+		x.ResourceVersion = "102"
+		return toMirrorInfo(x)
+	}())
 	_ = f.pods.Delete(pod2)
 	f.sync("web")
 	f.expectActions("delete ns/web")
@@ -332,7 +337,7 @@ func TestDeleteHandlersUnwrapTombstones(t *testing.T) {
 	f = newFixture(t)
 	m := desiredFor(testPod())
 	m.ResourceVersion = "20"
-	f.c.deleteMirror(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: m})
+	f.c.deleteMirror(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toMirrorInfo(m)})
 	takeKey(f)
 
 	// A tombstone of something else is ignored rather than crashing.

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -80,7 +79,7 @@ func TestSyncPodWithInvalidAddress(t *testing.T) {
 	// The pod gone: forgotten.
 	_ = f.pods.Delete(bad("uid-2", "nope"))
 	f.c.tracker = newWriteTracker()
-	_ = f.mirrors.Delete(&PodToIp{})
+	_ = f.mirrors.Delete(&mirrorInfo{})
 	f.sync("web")
 	if n := f.c.invalidCount(); n != 0 {
 		t.Errorf("invalidCount = %d after the pod is gone, want 0", n)
@@ -100,7 +99,7 @@ func TestTrailOneLinePerWrite(t *testing.T) {
 	f.sync("web")
 	f.sync("web") // waiting for the cache: no write, no line
 	m := f.cached(desiredFor(pod), "m-1", "101")
-	f.c.tracker.observe(cache.MetaObjectToName(m), m, false)
+	f.c.tracker.observe(m.key(), m, false)
 	f.sync("web") // in sync: no line
 
 	moved := testPod(func(p *corev1.Pod) {
@@ -112,7 +111,7 @@ func TestTrailOneLinePerWrite(t *testing.T) {
 	f.sync("web")
 	m = f.cached(applyDesired(m, desiredFor(moved)), "m-1", "102")
 	_ = f.mirrors.Update(m)
-	f.c.tracker.observe(cache.MetaObjectToName(m), m, false)
+	f.c.tracker.observe(m.key(), m, false)
 
 	// A refused write logs nothing.
 	f.client.err = apierrors.NewConflict(mirrorsGR, "web", nil)

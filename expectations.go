@@ -134,7 +134,7 @@ func (t *writeTracker) deleted(key cache.ObjectName, uid types.UID, rv string) {
 // observe is called by the PodToIp event handlers with every object they
 // see, and clears the record of key if the event shows the cache has caught
 // up with the write (see expectation.shows).
-func (t *writeTracker) observe(key cache.ObjectName, m *PodToIp, isDelete bool) {
+func (t *writeTracker) observe(key cache.ObjectName, m *mirrorInfo, isDelete bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.m[key]
@@ -154,7 +154,7 @@ func (t *writeTracker) observe(key cache.ObjectName, m *PodToIp, isDelete bool) 
 // pending reports whether a write to key has not reached the cache yet, given
 // what the cache holds now (nil if nothing). Expired records are dropped, so
 // a lost event can delay a reconcile but never block it.
-func (t *writeTracker) pending(key cache.ObjectName, cached *PodToIp) bool {
+func (t *writeTracker) pending(key cache.ObjectName, cached *mirrorInfo) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.m[key]

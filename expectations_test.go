@@ -4,13 +4,12 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
-func mirrorAt(uid, rv string) *PodToIp {
-	return &PodToIp{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: types.UID(uid), ResourceVersion: rv}}
+func mirrorAt(uid, rv string) *mirrorInfo {
+	return &mirrorInfo{Namespace: "ns", Name: "web", UID: types.UID(uid), ResourceVersion: rv}
 }
 
 func TestWriteTracker(t *testing.T) {
@@ -114,7 +113,7 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 	key := cache.ObjectName{Namespace: "ns", Name: "web"}
 	for name, tc := range map[string]struct {
 		events      func(tr *writeTracker)
-		cached      *PodToIp
+		cached      *mirrorInfo
 		wantPending bool
 	}{
 		"own event seen": {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -142,7 +143,7 @@ func equivalentMirrors(a, b *PodToIp) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
-	return a.Name == b.Name && a.Namespace == b.Namespace && !needsUpdate(a, b) && !needsUpdate(b, a)
+	return a.Name == b.Name && a.Namespace == b.Namespace && !needsUpdate(toMirrorInfo(a), b) && !needsUpdate(toMirrorInfo(b), a)
 }
 
 func addPodSeeds(f *testing.F) {
@@ -237,7 +238,7 @@ func FuzzDesiredMirror(f *testing.F) {
 		if m.APIVersion != GroupVersion.String() || m.Kind != "PodToIp" {
 			t.Errorf("mirror type = %s %s", m.APIVersion, m.Kind)
 		}
-		if !isManaged(m) || len(m.Labels) != 1 {
+		if !isManaged(toMirrorInfo(m)) || len(m.Labels) != 1 {
 			t.Errorf("mirror labels = %v, want only %s=%s", m.Labels, managedByLabel, controllerName)
 		}
 		if len(m.OwnerReferences) != 1 {
@@ -248,7 +249,7 @@ func FuzzDesiredMirror(f *testing.F) {
 			ref.Controller == nil || !*ref.Controller || ref.BlockOwnerDeletion != nil {
 			t.Errorf("owner reference = %+v, want a controller reference to the pod without blockOwnerDeletion", ref)
 		}
-		if needsUpdate(m, m.DeepCopy()) || needsUpdate(m, desiredFor(pod)) {
+		if needsUpdate(toMirrorInfo(m), m.DeepCopy()) || needsUpdate(toMirrorInfo(m), desiredFor(pod)) {
 			t.Error("a mirror needs an update against itself")
 		}
 
@@ -419,31 +420,43 @@ func FuzzApplyDesired(f *testing.F) {
 			})
 		}
 		if nRefs&0x80 != 0 {
-			// As cached: the informer's transform makes mirrors share the
-			// managed-by label map and the controller flag.
-			obj, err := slimMirror(have)
-			if err != nil {
-				t.Fatal(err)
-			}
-			have = obj.(*PodToIp)
+			have.CreationTimestamp = metav1.Unix(1700000000, 0)
+			have.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: fieldManager}}
+			have.GenerateName = "gen-"
 		}
 		haveBefore, wantBefore := have.DeepCopy(), want.DeepCopy()
+		// As cached: the informer's transform keeps a mirrorInfo, which
+		// shares the usual label map (and, with have, the rest).
+		obj, err := slimMirror(have)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached := obj.(*mirrorInfo)
+		cachedBefore := *cached
 
 		// needsUpdate is exactly "the owned fields differ".
-		if got, spec := needsUpdate(have, want), !semantic.DeepEqual(owned(have), owned(want)); got != spec {
+		if got, spec := needsUpdate(cached, want), !semantic.DeepEqual(owned(have), owned(want)); got != spec {
 			t.Fatalf("needsUpdate = %v, want %v:\nhave %+v\nwant %+v", got, spec, owned(have), owned(want))
 		}
+		// The cache gives back the owner references it folded.
+		if !semantic.DeepEqual(cached.ownerReferences(), have.OwnerReferences) {
+			t.Fatalf("cached owner references = %+v, want %+v", cached.ownerReferences(), have.OwnerReferences)
+		}
 
-		out := applyDesired(have, want)
-		if !reflect.DeepEqual(have, haveBefore) || !reflect.DeepEqual(want, wantBefore) {
+		out := applyDesired(cached, want)
+		if !reflect.DeepEqual(have, haveBefore) || !reflect.DeepEqual(want, wantBefore) || !reflect.DeepEqual(*cached, cachedBefore) {
 			t.Fatal("applyDesired modified its inputs")
 		}
-		if needsUpdate(out, want) {
+		if needsUpdate(toMirrorInfo(out), want) {
 			t.Fatalf("applyDesired result still needs an update:\nout  %+v\nwant %+v", owned(out), owned(want))
 		}
 		// Everything else is have's: metadata users own, and the
-		// resourceVersion that makes the update a compare-and-swap.
+		// resourceVersion that makes the update a compare-and-swap. What
+		// the cache does not keep is the API server's, which an update
+		// without it leaves as it is: generation, creationTimestamp,
+		// managedFields (and the deletion fields).
 		expect := haveBefore.DeepCopy()
+		expect.Generation, expect.CreationTimestamp, expect.ManagedFields = 0, metav1.Time{}, nil
 		if expect.Labels == nil {
 			expect.Labels = map[string]string{}
 		}
@@ -453,7 +466,7 @@ func FuzzApplyDesired(f *testing.F) {
 			want.PodName, want.PodUID, want.PodAddress, want.PodIPs, want.NodeName
 		expect.PodIPv4, expect.PodIPv6, expect.HostNetwork = want.PodIPv4, want.PodIPv6, want.HostNetwork
 		expect.Conflict, expect.ConflictsWith = want.Conflict, want.ConflictsWith
-		if !reflect.DeepEqual(out, expect) {
+		if !equality.Semantic.DeepEqual(out, expect) {
 			t.Fatalf("applyDesired = %+v\nwant %+v", out, expect)
 		}
 
@@ -464,16 +477,11 @@ func FuzzApplyDesired(f *testing.F) {
 		if out.Annotations != nil {
 			out.Annotations["mutated"] = "x"
 		}
-		for i := range out.OwnerReferences {
-			if c := out.OwnerReferences[i].Controller; c != nil {
-				*c = !*c
-			}
-		}
-		if !reflect.DeepEqual(have, haveBefore) {
+		if !reflect.DeepEqual(have, haveBefore) || !reflect.DeepEqual(*cached, cachedBefore) {
 			t.Fatal("applyDesired's result shares memory with the cached object")
 		}
-		if len(managedLabels) != 1 || managedLabels[managedByLabel] != controllerName || !sharedTrue {
-			t.Fatalf("writing to applyDesired's result changed values shared by all cached mirrors: %v %v", managedLabels, sharedTrue)
+		if len(managedLabels) != 1 || managedLabels[managedByLabel] != controllerName {
+			t.Fatalf("writing to applyDesired's result changed values shared by all cached mirrors: %v", managedLabels)
 		}
 	})
 }
@@ -589,10 +597,13 @@ func FuzzDecodePodToIp(f *testing.F) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				s := slimObj.(*PodToIp)
+				s := slimObj.(*mirrorInfo)
+				back := applyDesired(s, m)
 				if s.Name != m.Name || s.Namespace != m.Namespace || s.UID != m.UID || s.ResourceVersion != m.ResourceVersion ||
-					isManaged(s) != isManaged(m) || needsUpdate(s, m) || needsUpdate(m, s) ||
-					!semantic.DeepEqual(s.Labels, m.Labels) || !semantic.DeepEqual(s.Annotations, m.Annotations) {
+					isManaged(s) != (m.Labels[managedByLabel] == controllerName) || needsUpdate(s, m) ||
+					!semantic.DeepEqual(s.ownerReferences(), m.OwnerReferences) ||
+					!semantic.DeepEqual(back.Annotations, m.Annotations) || !semantic.DeepEqual(back.Finalizers, m.Finalizers) ||
+					back.GenerateName != m.GenerateName {
 					t.Fatalf("slimMirror changed what the controller reads:\nin   %#v\nslim %#v", m, s)
 				}
 			}

@@ -51,6 +51,7 @@ type options struct {
 	startupTimeout time.Duration
 	metricsAddr    string
 	probeAddr      string
+	profilingAddr  string
 	leader         leaderOptions
 	showVersion    bool
 }
@@ -65,6 +66,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", 2*time.Minute, "How long to keep retrying at startup while the API server is unreachable, the PodToIp CRD is missing or permissions are lacking, before exiting with an error.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address to serve Prometheus metrics on at /metrics; 0 disables.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address to serve /healthz (liveness) and /readyz (readiness) on; 0 disables.")
+	fs.StringVar(&o.profilingAddr, "profiling-bind-address", "0", "Address to serve Go runtime profiles on at /debug/pprof/ (CPU, heap, goroutines); 0 (the default) disables. Use a loopback address: profiles show cached pod names and addresses.")
 	fs.BoolVar(&o.leader.enabled, "leader-elect", false, "Run only while holding a coordination.k8s.io Lease, so that several replicas can run with one active.")
 	fs.DurationVar(&o.leader.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long standbys wait after the last renewal before taking the lease over.")
 	fs.DurationVar(&o.leader.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up leadership (and exits).")
@@ -114,9 +116,20 @@ func main() {
 		fmt.Fprintf(os.Stderr, "error: invalid flags:\n%v\n", err)
 		os.Exit(exitUsage)
 	}
+	memLimit, err := goMemoryLimit(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		os.Exit(exitUsage)
+	}
+	if memLimit > 0 {
+		debug.SetMemoryLimit(memLimit)
+	}
 
 	ctx := signalContext()
 	logger := klog.FromContext(ctx)
+	if memLimit > 0 {
+		logger.Info("Go memory limit set from the container's", "bytes", memLimit, "fraction", memoryLimitFraction, "env", memoryLimitEnv)
+	}
 	if err := run(ctx, o); err != nil {
 		logger.Error(err, "Exiting")
 		klog.FlushAndExit(klog.ExitFlushTimeout, exitFailure)
@@ -195,6 +208,10 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if err := serve(ctx, "health probes", "--health-probe-bind-address", o.probeAddr, h.handler()); err != nil {
+		return err
+	}
+
+	if err := serve(ctx, "profiles", "--profiling-bind-address", o.profilingAddr, profilingHandler()); err != nil {
 		return err
 	}
 

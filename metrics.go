@@ -104,7 +104,7 @@ func registerMetrics(c *Controller) {
 func (c *Controller) managedMirrors() int {
 	n := 0
 	for _, obj := range c.mirrors.List() {
-		if isManaged(obj.(*PodToIp)) {
+		if isManaged(obj.(*mirrorInfo)) {
 			n++
 		}
 	}

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 )
 
 const (
@@ -21,22 +24,46 @@ const (
 
 // podInfo is what the controller keeps of a pod: the pod informer's
 // transform (slimPod) replaces every decoded Pod by one, so the cache holds
-// about 300 bytes per pod instead of a Pod struct's 1.2 KB (and far more for
-// its spec and status contents). Of the embedded metadata only name,
-// namespace, UID, resourceVersion and deletionTimestamp are set; the
-// embedding makes it a metav1.Object for the informer's keys. Addresses are
-// kept as the pod spells them: the mirror canonicalizes them (addressesOf),
-// and a pod whose address does not parse must still be seen to be reported.
+// about 150 bytes per pod (plus its strings) instead of a Pod struct's 1.2 KB
+// (and far more for its spec and status contents). Of the metadata it keeps
+// only what the controller reads: name, namespace, UID (a recreated pod is
+// another pod), resourceVersion (to skip resyncs) and deletionTimestamp (a
+// terminating pod has no mirror). It does not embed metav1.ObjectMeta, whose
+// struct alone is 240 bytes; GetObjectMeta gives the informer its keys.
+// Addresses are kept as the pod spells them: the mirror canonicalizes them
+// (addressesOf), and a pod whose address does not parse must still be seen
+// to be reported.
 type podInfo struct {
-	metav1.ObjectMeta
-	NodeName string
-	Phase    corev1.PodPhase
-	PodIP    string
+	Name              string
+	Namespace         string
+	UID               types.UID
+	ResourceVersion   string
+	DeletionTimestamp *metav1.Time
+	NodeName          string
+	Phase             corev1.PodPhase
+	// PodIP is status.podIP; it shares its string with PodIPs[0].
+	PodIP string
 	// PodIPs is status.podIPs, primary first.
 	PodIPs []string
 	// HostNetwork is spec.hostNetwork: the pod's addresses are its node's,
 	// shared with every other hostNetwork pod there.
 	HostNetwork bool
+}
+
+// GetObjectMeta makes podInfo an object the informer's store can key
+// (cache.MetaNamespaceKeyFunc): it returns a throwaway ObjectMeta with the
+// fields the store and its callers read.
+func (p *podInfo) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp}
+}
+
+// GetName and GetNamespace make podInfo a klog.KMetadata, for klog.KObj.
+func (p *podInfo) GetName() string      { return p.Name }
+func (p *podInfo) GetNamespace() string { return p.Namespace }
+
+// key is the pod's key in the caches and the queue.
+func (p *podInfo) key() cache.ObjectName {
+	return cache.ObjectName{Namespace: p.Namespace, Name: p.Name}
 }
 
 // toPodInfo keeps what the mirror needs of pod (nil for nil). Strings that
@@ -54,18 +81,16 @@ func toPodInfo(pod *corev1.Pod) *podInfo {
 		}
 	}
 	return &podInfo{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              pod.Name,
-			Namespace:         intern(pod.Namespace),
-			UID:               pod.UID,
-			ResourceVersion:   pod.ResourceVersion,
-			DeletionTimestamp: pod.DeletionTimestamp,
-		},
-		NodeName:    intern(pod.Spec.NodeName),
-		Phase:       corev1.PodPhase(intern(string(pod.Status.Phase))),
-		PodIP:       pod.Status.PodIP,
-		PodIPs:      ips,
-		HostNetwork: pod.Spec.HostNetwork,
+		Name:              pod.Name,
+		Namespace:         intern(pod.Namespace),
+		UID:               pod.UID,
+		ResourceVersion:   pod.ResourceVersion,
+		DeletionTimestamp: pod.DeletionTimestamp,
+		NodeName:          intern(pod.Spec.NodeName),
+		Phase:             corev1.PodPhase(intern(string(pod.Status.Phase))),
+		PodIP:             shareWith(pod.Status.PodIP, ips),
+		PodIPs:            ips,
+		HostNetwork:       pod.Spec.HostNetwork,
 	}
 }
 
@@ -87,7 +112,7 @@ func wantsMirror(pod *podInfo) bool {
 // isManaged reports whether the controller owns a PodToIp. It is decided by
 // the label alone so that ownership never depends on fields the controller
 // itself rewrites.
-func isManaged(m *PodToIp) bool {
+func isManaged(m *mirrorInfo) bool {
 	return m.Labels[managedByLabel] == controllerName
 }
 
@@ -145,7 +170,7 @@ func ownerRef(pod *podInfo) metav1.OwnerReference {
 // it is brought to the current shape by one update, and never again. One
 // without the conflict fields reads as not in conflict, which is what it
 // shows: it is left alone unless its pod is in conflict.
-func needsUpdate(have, want *PodToIp) bool {
+func needsUpdate(have *mirrorInfo, want *PodToIp) bool {
 	return have.PodName != want.PodName ||
 		have.PodUID != want.PodUID ||
 		have.PodAddress != want.PodAddress ||
@@ -157,7 +182,7 @@ func needsUpdate(have, want *PodToIp) bool {
 		have.Conflict != want.Conflict ||
 		!slices.Equal(have.ConflictsWith, want.ConflictsWith) ||
 		have.Labels[managedByLabel] != want.Labels[managedByLabel] ||
-		!ownerRefsEqual(have.OwnerReferences, want.OwnerReferences)
+		!have.ownersEqual(want.OwnerReferences)
 }
 
 func ownerRefsEqual(a, b []metav1.OwnerReference) bool {
@@ -171,26 +196,44 @@ func boolPtrEqual(a, b *bool) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
-// applyDesired returns a copy of have carrying want's owned fields, keeping
-// everything users may have added (other labels, annotations) and the
-// resourceVersion, so the update is a compare-and-swap on what was cached.
-func applyDesired(have, want *PodToIp) *PodToIp {
-	out := have.DeepCopy()
-	if out.Labels == nil {
-		out.Labels = map[string]string{}
+// applyDesired returns the object an update of have sends: want's owned
+// fields on have's identity and resourceVersion (so the update is a
+// compare-and-swap on what was cached), with everything users may have
+// added kept (other labels, annotations, finalizers). Fields the cache does
+// not keep are the API server's (creationTimestamp, generation,
+// deletionTimestamp, managedFields): an update without them leaves them as
+// they are. Nothing of have is shared with the result.
+func applyDesired(have *mirrorInfo, want *PodToIp) *PodToIp {
+	labels := maps.Clone(have.Labels)
+	if labels == nil {
+		labels = map[string]string{}
 	}
-	out.Labels[managedByLabel] = controllerName
-	out.OwnerReferences = want.OwnerReferences
-	out.PodName = want.PodName
-	out.PodUID = want.PodUID
-	out.PodAddress = want.PodAddress
-	out.PodIPs = want.PodIPs
-	out.PodIPv4 = want.PodIPv4
-	out.PodIPv6 = want.PodIPv6
-	out.NodeName = want.NodeName
-	out.HostNetwork = want.HostNetwork
-	out.Conflict = want.Conflict
-	out.ConflictsWith = want.ConflictsWith
+	labels[managedByLabel] = controllerName
+	out := &PodToIp{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            have.Name,
+			Namespace:       have.Namespace,
+			UID:             have.UID,
+			ResourceVersion: have.ResourceVersion,
+			Labels:          labels,
+			OwnerReferences: want.OwnerReferences,
+		},
+		PodName:       want.PodName,
+		PodUID:        want.PodUID,
+		PodAddress:    want.PodAddress,
+		PodIPs:        want.PodIPs,
+		PodIPv4:       want.PodIPv4,
+		PodIPv6:       want.PodIPv6,
+		NodeName:      want.NodeName,
+		HostNetwork:   want.HostNetwork,
+		Conflict:      want.Conflict,
+		ConflictsWith: want.ConflictsWith,
+	}
+	if k := have.kept; k != nil {
+		out.GenerateName = k.generateName
+		out.Annotations = maps.Clone(k.annotations)
+		out.Finalizers = slices.Clone(k.finalizers)
+	}
 	return out
 }
 
@@ -216,38 +259,157 @@ func slimPod(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimMirror is the PodToIp informer's transform. managedFields are never
-// read by the controller and are most of a small object's size. The label
-// map and owner reference strings that every managed mirror carries are
-// replaced by shared copies: cached objects are never modified (writes start
-// from a DeepCopy), so sharing them is safe.
-func slimMirror(obj any) (any, error) {
-	m, ok := obj.(*PodToIp)
-	if !ok {
-		return obj, nil
+// mirrorInfo is what the controller keeps of a PodToIp: the PodToIp
+// informer's transform (slimMirror) replaces every decoded object by one.
+// It keeps
+//   - every field the controller compares with the desired mirror
+//     (needsUpdate): the mirrored fields, the conflict fields, the labels
+//     (managed-by says whose the object is) and the owner references;
+//   - name, namespace, UID and resourceVersion, for the write tracker, the
+//     delete's UID precondition and the update's compare-and-swap;
+//   - the metadata that belongs to users and that an update must send back
+//     unchanged (applyDesired): other labels, annotations, finalizers,
+//     generateName.
+//
+// It drops managedFields, creationTimestamp, generation and the deletion
+// fields, which the controller never reads and which an update leaves as
+// the API server has them. A whole PodToIp, even slimmed, is a 450-byte
+// struct (ObjectMeta alone is 240) with its owner reference in another 100;
+// a mirrorInfo is 288 bytes with its usual owner reference folded into
+// one UID and its usual label map shared, and the strings that repeat
+// (podName as the name, podAddress and the family addresses as entries of
+// podIPs, the owner's UID as podUID) share one copy.
+type mirrorInfo struct {
+	Name            string
+	Namespace       string
+	UID             types.UID
+	ResourceVersion string
+	// Labels is managedLabels, shared by all cached mirrors, when the
+	// managed-by label is the only label; never modify it.
+	Labels map[string]string
+	// ownerUID is the UID in the mirror's owner reference when it has
+	// exactly the one that ownerRef writes for a pod of the mirror's name;
+	// owners holds the references otherwise (none, several, another shape).
+	ownerUID types.UID
+	owners   []metav1.OwnerReference
+	// kept is the users' metadata an update sends back; nil when there is
+	// none, as on every mirror the controller created.
+	kept *keptMeta
+
+	PodName       string
+	PodUID        types.UID
+	PodAddress    string
+	PodIPs        []string
+	PodIPv4       string
+	PodIPv6       string
+	NodeName      string
+	HostNetwork   bool
+	Conflict      bool
+	ConflictsWith []string
+}
+
+// keptMeta is the metadata of a mirror that the controller does not own
+// and does not read, but must not lose when it updates the mirror.
+type keptMeta struct {
+	generateName string
+	annotations  map[string]string
+	finalizers   []string
+}
+
+// GetObjectMeta makes mirrorInfo an object the informer's store can key
+// (cache.MetaNamespaceKeyFunc): it returns a throwaway ObjectMeta with the
+// fields the store and its callers read.
+func (m *mirrorInfo) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
+}
+
+// GetName and GetNamespace make mirrorInfo a klog.KMetadata, for klog.KObj.
+func (m *mirrorInfo) GetName() string      { return m.Name }
+func (m *mirrorInfo) GetNamespace() string { return m.Namespace }
+
+// key is the mirror's key in the caches and the queue: its pod's.
+func (m *mirrorInfo) key() cache.ObjectName {
+	return cache.ObjectName{Namespace: m.Namespace, Name: m.Name}
+}
+
+// ownersEqual reports whether the mirror's owner references are exactly
+// refs.
+func (m *mirrorInfo) ownersEqual(refs []metav1.OwnerReference) bool {
+	if m.ownerUID == "" {
+		return ownerRefsEqual(m.owners, refs)
 	}
-	m.ManagedFields = nil
-	m.TypeMeta = metav1.TypeMeta{}
-	m.Namespace = intern(m.Namespace)
-	m.NodeName = intern(m.NodeName)
-	// podAddress, podIPv4 and podIPv6 repeat entries of podIPs; decoded,
-	// each is a copy of its own.
-	m.PodAddress = shareWith(m.PodAddress, m.PodIPs)
-	m.PodIPv4 = shareWith(m.PodIPv4, m.PodIPs)
-	m.PodIPv6 = shareWith(m.PodIPv6, m.PodIPs)
+	return len(refs) == 1 && isPodControllerRef(refs[0], m.Name) && refs[0].UID == m.ownerUID
+}
+
+// ownerReferences returns the mirror's owner references (a new slice).
+func (m *mirrorInfo) ownerReferences() []metav1.OwnerReference {
+	if m.ownerUID == "" {
+		return slices.Clone(m.owners)
+	}
+	return []metav1.OwnerReference{ownerRef(&podInfo{Name: m.Name, UID: m.ownerUID})}
+}
+
+// isPodControllerRef reports whether ref is what ownerRef writes for a pod
+// named name, whatever its UID.
+func isPodControllerRef(ref metav1.OwnerReference, name string) bool {
+	return ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.Name == name &&
+		ref.Controller != nil && *ref.Controller && ref.BlockOwnerDeletion == nil
+}
+
+// toMirrorInfo keeps what the controller needs of m (see mirrorInfo; nil
+// for nil). Strings that repeat across mirrors (namespace, node) are
+// interned, and those that repeat within one are shared.
+func toMirrorInfo(m *PodToIp) *mirrorInfo {
+	if m == nil {
+		return nil
+	}
+	out := &mirrorInfo{
+		Name:            m.Name,
+		Namespace:       intern(m.Namespace),
+		UID:             m.UID,
+		ResourceVersion: m.ResourceVersion,
+		Labels:          m.Labels,
+		PodName:         m.PodName,
+		PodUID:          m.PodUID,
+		PodIPs:          m.PodIPs,
+		// podAddress, podIPv4 and podIPv6 repeat entries of podIPs;
+		// decoded, each is a copy of its own.
+		PodAddress:    shareWith(m.PodAddress, m.PodIPs),
+		PodIPv4:       shareWith(m.PodIPv4, m.PodIPs),
+		PodIPv6:       shareWith(m.PodIPv6, m.PodIPs),
+		NodeName:      intern(m.NodeName),
+		HostNetwork:   m.HostNetwork,
+		Conflict:      m.Conflict,
+		ConflictsWith: m.ConflictsWith,
+	}
+	if out.PodName == out.Name {
+		out.PodName = out.Name
+	}
 	if len(m.Labels) == 1 && m.Labels[managedByLabel] == controllerName {
-		m.Labels = managedLabels
+		out.Labels = managedLabels
 	}
-	for i := range m.OwnerReferences {
-		ref := &m.OwnerReferences[i]
-		if ref.APIVersion == "v1" && ref.Kind == "Pod" {
-			ref.APIVersion, ref.Kind = "v1", "Pod"
+	if refs := m.OwnerReferences; len(refs) == 1 && isPodControllerRef(refs[0], m.Name) && refs[0].UID != "" {
+		out.ownerUID = refs[0].UID
+		if out.ownerUID == out.PodUID {
+			out.ownerUID = out.PodUID
 		}
-		if ref.Controller != nil && *ref.Controller {
-			ref.Controller = &sharedTrue
-		}
+	} else {
+		out.owners = refs
 	}
-	return m, nil
+	if m.GenerateName != "" || len(m.Annotations) > 0 || len(m.Finalizers) > 0 {
+		out.kept = &keptMeta{generateName: m.GenerateName, annotations: m.Annotations, finalizers: m.Finalizers}
+	}
+	return out
+}
+
+// slimMirror is the PodToIp informer's transform (see mirrorInfo). It runs
+// as objects are decoded, before they are stored; objects it already
+// slimmed pass through unchanged.
+func slimMirror(obj any) (any, error) {
+	if m, ok := obj.(*PodToIp); ok {
+		return toMirrorInfo(m), nil
+	}
+	return obj, nil
 }
 
 // shareWith returns the entry of list equal to s, if any, else s: equal
@@ -261,11 +423,8 @@ func shareWith(s string, list []string) string {
 	return s
 }
 
-// managedLabels and sharedTrue are shared by cached mirrors; never modify.
-var (
-	managedLabels = map[string]string{managedByLabel: controllerName}
-	sharedTrue    = true
-)
+// managedLabels is shared by cached mirrors; never modify it.
+var managedLabels = map[string]string{managedByLabel: controllerName}
 
 // intern returns the canonical copy of a string that many cached objects
 // repeat, so the cache keeps one copy instead of one per object.

@@ -31,47 +31,45 @@ func TestInternKeepsOneCopy(t *testing.T) {
 	}
 }
 
-// slimMirror rewrites only what it can share without changing a value: the
-// usual Pod owner reference's strings and its controller flag. Any other
-// owner reference a user or another controller added is kept as decoded.
+// slimMirror folds only the owner reference the controller writes (to a
+// pod of the mirror's name, as controller, without blockOwnerDeletion)
+// into its UID. Any other set of references a user or another controller
+// made is kept as decoded, and every one of them is given back unchanged.
 func TestSlimMirrorKeepsOtherOwnerReferences(t *testing.T) {
 	yes, no := true, false
-	decoded := func() *PodToIp {
-		return &PodToIp{ObjectMeta: metav1.ObjectMeta{
+	usual := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "u", Controller: &yes}
+	for name, refs := range map[string][]metav1.OwnerReference{
+		"several": {
+			usual,
+			{APIVersion: "v1", Kind: "ConfigMap", Name: "cm", UID: "c"},
+			{APIVersion: "example.com/v1", Kind: "Pod", Name: "lookalike", UID: "l", Controller: &no},
+			{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "r", Controller: nil},
+		},
+		"another pod's name":   {{APIVersion: "v1", Kind: "Pod", Name: "other", UID: "u", Controller: &yes}},
+		"not controller":       {{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "u", Controller: &no}},
+		"controller unset":     {{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "u"}},
+		"blocks deletion":      {{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "u", Controller: &yes, BlockOwnerDeletion: &yes}},
+		"another API version":  {{APIVersion: "v2", Kind: "Pod", Name: "web", UID: "u", Controller: &yes}},
+		"no UID":               {{APIVersion: "v1", Kind: "Pod", Name: "web", Controller: &yes}},
+		"the controller's own": {usual},
+		"none":                 nil,
+	} {
+		decoded := &PodToIp{ObjectMeta: metav1.ObjectMeta{
 			Name: "web", Namespace: "default",
-			Labels: map[string]string{managedByLabel: controllerName},
-			OwnerReferences: []metav1.OwnerReference{
-				{APIVersion: strings.Clone("v1"), Kind: strings.Clone("Pod"), Name: "web", UID: "u", Controller: &yes},
-				{APIVersion: "v1", Kind: "ConfigMap", Name: "cm", UID: "c"},
-				{APIVersion: "example.com/v1", Kind: "Pod", Name: "lookalike", UID: "l", Controller: &no},
-				{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "r", Controller: nil},
-			},
+			Labels:          map[string]string{managedByLabel: controllerName},
+			OwnerReferences: refs,
 		}}
-	}
-	want := decoded().OwnerReferences
-	a, _ := slimMirror(decoded())
-	b, _ := slimMirror(decoded())
-	refs, other := a.(*PodToIp).OwnerReferences, b.(*PodToIp).OwnerReferences
-	if !ownerRefsEqual(refs, want) {
-		t.Fatalf("slimMirror changed owner references:\n got %+v\nwant %+v", refs, want)
-	}
-	for i, r := range refs {
-		if r.Kind != want[i].Kind || r.APIVersion != want[i].APIVersion {
-			t.Errorf("reference %d is %s/%s, want %s/%s", i, r.APIVersion, r.Kind, want[i].APIVersion, want[i].Kind)
+		obj, _ := slimMirror(decoded)
+		m := obj.(*mirrorInfo)
+		if got := m.ownerReferences(); !ownerRefsEqual(got, refs) {
+			t.Errorf("%s: owner references came back as %+v, want %+v", name, got, refs)
 		}
-	}
-	if refs[2].Controller == nil || *refs[2].Controller || refs[3].Controller != nil {
-		t.Errorf("controller flags changed: %v, %v", refs[2].Controller, refs[3].Controller)
-	}
-	// The pod reference's strings and flag are shared between mirrors.
-	if !sameString(refs[0].APIVersion, other[0].APIVersion) || !sameString(refs[0].Kind, other[0].Kind) {
-		t.Error("the Pod owner reference's apiVersion and kind are not shared between cached mirrors")
-	}
-	if refs[0].Controller != &sharedTrue {
-		t.Error("the controller flag of the Pod owner reference is not the shared one")
-	}
-	if refs[2].Controller == &sharedTrue {
-		t.Error("a false controller flag was replaced by the shared true")
+		if !m.ownersEqual(refs) {
+			t.Errorf("%s: the cached references do not equal the decoded ones", name)
+		}
+		if folded := m.owners == nil && m.ownerUID != ""; folded != (name == "the controller's own") {
+			t.Errorf("%s: folded into a UID = %v", name, folded)
+		}
 	}
 }
 
@@ -83,7 +81,7 @@ func TestSlimMirrorKeepsASingleForeignLabel(t *testing.T) {
 		{managedByLabel: "someone-else"},
 	} {
 		obj, _ := slimMirror(&PodToIp{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: labels}})
-		m := obj.(*PodToIp)
+		m := obj.(*mirrorInfo)
 		if isManaged(m) || len(m.Labels) != 1 {
 			t.Errorf("labels %v became %v", labels, m.Labels)
 		}
@@ -103,10 +101,10 @@ func TestNeedsUpdateOnEachOwnerReferenceField(t *testing.T) {
 	} {
 		have := want.DeepCopy()
 		edit(&have.OwnerReferences[0])
-		if !needsUpdate(have, want) {
+		if !needsUpdate(toMirrorInfo(have), want) {
 			t.Errorf("owner reference differing in %s: needsUpdate = false", name)
 		}
-		if fixed := applyDesired(have, want); needsUpdate(fixed, want) {
+		if fixed := applyDesired(toMirrorInfo(have), want); needsUpdate(toMirrorInfo(fixed), want) {
 			t.Errorf("owner reference differing in %s: applyDesired left a difference", name)
 		}
 	}

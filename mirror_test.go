@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,13 +39,13 @@ func newPodStore() podStore {
 
 func (s podStore) Add(p *corev1.Pod) error {
 	info := toPodInfo(p)
-	s.holders.move(cache.MetaObjectToName(info), nil, heldAddresses(info))
+	s.holders.move(info.key(), nil, heldAddresses(info))
 	return s.Indexer.Add(info)
 }
 
 func (s podStore) Update(p *corev1.Pod) error {
 	info := toPodInfo(p)
-	key := cache.MetaObjectToName(info)
+	key := info.key()
 	var was []string
 	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
 		was = heldAddresses(old.(*podInfo))
@@ -57,7 +56,7 @@ func (s podStore) Update(p *corev1.Pod) error {
 
 func (s podStore) Delete(p *corev1.Pod) error {
 	info := toPodInfo(p)
-	key := cache.MetaObjectToName(info)
+	key := info.key()
 	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
 		s.holders.move(key, heldAddresses(old.(*podInfo)), nil)
 	}
@@ -107,7 +106,7 @@ func TestDesiredMirror(t *testing.T) {
 		m.PodIPv4 != "10.244.0.5" || m.PodIPv6 != "fd00::5" || m.HostNetwork {
 		t.Errorf("desiredMirror = %+v", m)
 	}
-	if !isManaged(m) {
+	if !isManaged(toMirrorInfo(m)) {
 		t.Error("desired mirror is not labelled as managed")
 	}
 	ref := m.OwnerReferences[0]
@@ -217,11 +216,11 @@ func TestNeedsUpdate(t *testing.T) {
 	} {
 		have := want.DeepCopy()
 		tc.edit(have)
-		if got := needsUpdate(have, want); got != tc.want {
+		if got := needsUpdate(toMirrorInfo(have), want); got != tc.want {
 			t.Errorf("%s: needsUpdate = %v, want %v", name, got, tc.want)
 		}
 		if tc.want {
-			if fixed := applyDesired(have, want); needsUpdate(fixed, want) {
+			if fixed := applyDesired(toMirrorInfo(have), want); needsUpdate(toMirrorInfo(fixed), want) {
 				t.Errorf("%s: applyDesired left a difference: %+v", name, fixed)
 			}
 		}
@@ -235,7 +234,7 @@ func TestApplyDesiredKeepsUserMetadata(t *testing.T) {
 	have.Labels = map[string]string{"team": "net", managedByLabel: controllerName}
 	have.Annotations = map[string]string{"note": "keep"}
 	have.PodAddress = "10.0.0.1"
-	out := applyDesired(have, want)
+	out := applyDesired(toMirrorInfo(have), want)
 	if out.ResourceVersion != "42" || out.Labels["team"] != "net" || out.Annotations["note"] != "keep" || out.PodAddress != "10.244.0.5" {
 		t.Errorf("applyDesired = %+v", out)
 	}
@@ -287,20 +286,17 @@ func TestSlimPodKeepsWhatTheMirrorNeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	slim := obj.(*podInfo)
-	if slim.Labels != nil || slim.Annotations != nil || slim.ManagedFields != nil {
-		t.Errorf("slim pod keeps unneeded fields: %+v", slim)
-	}
 	if slim.NodeName != "node-1" || slim.Phase != corev1.PodRunning || slim.PodIP != "10.244.0.5" ||
 		!slices.Equal(slim.PodIPs, []string{"10.244.0.5", "fd00::5"}) || !slim.HostNetwork {
 		t.Errorf("slim pod lost what the mirror needs: %+v", slim)
 	}
 	if slim.ResourceVersion != "10" || slim.UID != "uid-1" || slim.DeletionTimestamp == nil {
-		t.Errorf("slim pod lost metadata: %+v", slim.ObjectMeta)
+		t.Errorf("slim pod lost metadata: %+v", slim)
 	}
 	// The slim pod must yield exactly the same mirror as the full one.
 	full.DeletionTimestamp = nil
 	slim.DeletionTimestamp = nil
-	if needsUpdate(desiredOf(slim), desiredFor(full)) {
+	if needsUpdate(toMirrorInfo(desiredOf(slim)), desiredFor(full)) {
 		t.Errorf("slim pod mirror %+v differs from full pod mirror %+v", desiredOf(slim), desiredFor(full))
 	}
 	if again, _ := slimPod(slim); again != any(slim) {
@@ -317,41 +313,44 @@ func TestSlimMirrorSharesButNeverLeaksCommonParts(t *testing.T) {
 	decoded := &PodToIp{
 		TypeMeta: metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "PodToIp"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "web", Namespace: "default", ResourceVersion: "5",
-			Labels:          map[string]string{managedByLabel: controllerName},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "u", Controller: &isController}},
-			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: fieldManager}},
+			Name: "web", Namespace: "default", UID: "m-1", ResourceVersion: "5", Generation: 2,
+			CreationTimestamp: metav1.Now(),
+			Labels:            map[string]string{managedByLabel: controllerName},
+			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "u", Controller: &isController}},
+			ManagedFields:     []metav1.ManagedFieldsEntry{{Manager: fieldManager}},
 		},
-		PodName: "web", PodUID: "u", PodAddress: "10.0.0.1", PodIPs: []string{strings.Clone("10.0.0.1"), strings.Clone("fd00::1")},
+		PodName: strings.Clone("web"), PodUID: "u", PodAddress: "10.0.0.1", PodIPs: []string{strings.Clone("10.0.0.1"), strings.Clone("fd00::1")},
 		PodIPv4: "10.0.0.1", PodIPv6: "fd00::1", NodeName: "n1", HostNetwork: true,
 	}
 	want := decoded.DeepCopy()
-	want.ManagedFields, want.TypeMeta = nil, metav1.TypeMeta{}
 	obj, _ := slimMirror(decoded)
-	m := obj.(*PodToIp)
-	if !equality.Semantic.DeepEqual(m, want) {
+	m := obj.(*mirrorInfo)
+	if m.Name != want.Name || m.Namespace != want.Namespace || m.UID != want.UID || m.ResourceVersion != want.ResourceVersion ||
+		needsUpdate(m, want) || m.kept != nil || !m.ownersEqual(want.OwnerReferences) {
 		t.Fatalf("slimMirror changed what the controller reads:\n got %#v\nwant %#v", m, want)
 	}
 	if reflect.ValueOf(m.Labels).UnsafePointer() != reflect.ValueOf(managedLabels).UnsafePointer() {
 		t.Errorf("the usual label map is not shared")
 	}
 	// Decoded, each address field is a copy of its own; cached, the
-	// repeated ones share podIPs' strings.
+	// repeated ones share podIPs' strings, and podName the name's.
 	if !sameString(m.PodAddress, m.PodIPs[0]) || !sameString(m.PodIPv4, m.PodIPs[0]) || !sameString(m.PodIPv6, m.PodIPs[1]) {
 		t.Errorf("podAddress, podIPv4 and podIPv6 do not share podIPs' strings")
+	}
+	if !sameString(m.PodName, m.Name) {
+		t.Errorf("podName does not share the name's string")
 	}
 	// A write starts from applyDesired, which must not touch shared parts.
 	updated := applyDesired(m, desiredFor(testPod()))
 	updated.Labels["extra"] = "x"
-	*updated.OwnerReferences[0].Controller = false
-	if len(managedLabels) != 1 || !sharedTrue || !*m.OwnerReferences[0].Controller {
-		t.Fatalf("a write modified shared cache state: labels %v, sharedTrue %v", managedLabels, sharedTrue)
+	if len(managedLabels) != 1 {
+		t.Fatalf("a write modified shared cache state: labels %v", managedLabels)
 	}
 	// A user's extra label keeps the object's own map.
 	decoded2 := want.DeepCopy()
 	decoded2.Labels["team"] = "a"
 	obj, _ = slimMirror(decoded2)
-	if got := obj.(*PodToIp).Labels; len(got) != 2 {
+	if got := obj.(*mirrorInfo).Labels; len(got) != 2 {
 		t.Errorf("labels = %v", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 )
 
@@ -53,7 +54,7 @@ const (
 // before a change, nil for other events. A released or previous mirror may
 // have been written by an earlier release, in its pod's spelling: its
 // addresses are logged in canonical form too, so one query finds them all.
-func logTrail(ctx context.Context, event string, m *PodToIp, previous []string, observed time.Time) {
+func logTrail(ctx context.Context, event string, m trailFields, previous []string, observed time.Time) {
 	ips, v4, v6 := m.PodIPs, m.PodIPv4, m.PodIPv6
 	if event == trailReleased {
 		ips, v4, v6 = canonicalList(ips)
@@ -73,6 +74,24 @@ func logTrail(ctx context.Context, event string, m *PodToIp, previous []string, 
 	}
 	kv = append(kv, "observed", observed.UTC().Format(trailTimeFormat))
 	klog.FromContext(ctx).Info(trailMessage, kv...)
+}
+
+// trailFields is what a trail line says about a mirror, from a PodToIp
+// about to be written or a cached mirrorInfo.
+type trailFields struct {
+	PodUID           types.UID
+	NodeName         string
+	PodIPs           []string
+	PodIPv4, PodIPv6 string
+	HostNetwork      bool
+}
+
+func (m *PodToIp) trail() trailFields {
+	return trailFields{m.PodUID, m.NodeName, m.PodIPs, m.PodIPv4, m.PodIPv6, m.HostNetwork}
+}
+
+func (m *mirrorInfo) trail() trailFields {
+	return trailFields{m.PodUID, m.NodeName, m.PodIPs, m.PodIPv4, m.PodIPv6, m.HostNetwork}
 }
 
 // canonicalList returns ips in canonical form and the address of each

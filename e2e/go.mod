@@ -3,6 +3,8 @@ module example.com/podtoip-controller/e2e
 go 1.26.0
 
 require (
+	github.com/go-logr/logr v1.4.3
+	github.com/google/pprof v0.0.0-20250403155104-27863c87afa6
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.70.0
 	go.etcd.io/etcd/client/v3 v3.7.0
@@ -24,7 +26,6 @@ require (
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
-	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/go-openapi/jsonreference v1.0.0 // indirect
 	github.com/go-openapi/swag v0.27.1 // indirect

@@ -62,6 +62,7 @@ type options struct {
 	nodes, services int
 	conflictRounds  int
 	baseline        string
+	profileDir      string
 }
 
 // Exit codes: the run could not measure (exitFailed), was given bad flags
@@ -87,6 +88,7 @@ func main() {
 	flag.IntVar(&o.services, "services", 300, "ClusterIP Services to add for the conflict phase (at most 65,000).")
 	flag.IntVar(&o.conflictRounds, "conflict-rounds", 4, "Restarts of each kind the conflict phase averages.")
 	flag.StringVar(&o.baseline, "baseline-controller", "", "A build without the conflict checks, to compare with on the same objects in the conflict phase (default: none).")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "Collect the controller's CPU profile of the cold start and its heap profile after convergence into this directory (served by its --profiling-bind-address, off otherwise); default: none.")
 	flag.Parse()
 	if o.n < 1 || o.concurrency < 1 || o.churnRate < 1 || o.churnFor <= 0 || o.window <= 0 || o.conflictRounds < 1 {
 		fmt.Fprintln(os.Stderr, "error: -n, -concurrency, -churn-rate, -churn-duration, -restart-window and -conflict-rounds must be positive")
@@ -126,6 +128,8 @@ type bench struct {
 	logDir string
 	pods   []benchPod
 	res    *Result
+	// prof collects profiles of the cold start (nil without -profile-dir).
+	prof *profiler
 	// restartSample is the restart phase's, the conflict phase's first
 	// restart without Nodes and Services.
 	restartSample restartSample
@@ -202,6 +206,11 @@ func measure(ctx context.Context, o options, root string, res *Result) error {
 		return err
 	}
 	b := &bench{o: o, cp: cp, kube: kube, http: httpClient, logDir: logDir, res: res}
+	if o.profileDir != "" {
+		if b.prof, err = newProfiler(o.profileDir, o.n); err != nil {
+			return err
+		}
+	}
 	b.obs = newObserver(httpClient, strings.TrimRight(cfg.Host, "/"))
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -244,6 +253,10 @@ func step(format string, args ...any) {
 func podIPsFor(i int) []string {
 	v4 := fmt.Sprintf("10.%d.%d.%d", 64+i>>16, (i>>8)&255, i&255)
 	if i%10 == 0 {
+		// Canonical: no group above ffff, no leading zeros.
+		if n := i + 1; n > 0xffff {
+			return []string{v4, fmt.Sprintf("fd00::%x:%x", n>>16, n&0xffff)}
+		}
 		return []string{v4, fmt.Sprintf("fd00::%x", i+1)}
 	}
 	return []string{v4}
@@ -401,6 +414,17 @@ func (b *bench) startController(name string) (*controlplane.Process, error) {
 	return b.startBinary(b.o.controller, name)
 }
 
+// startProfiledController is startController that, with -profile-dir, also
+// serves the controller's profiles on the profiler's port.
+func (b *bench) startProfiledController(name string) (*controlplane.Process, error) {
+	if b.prof == nil {
+		return b.startController(name)
+	}
+	args := append([]string{"--kubeconfig", b.cp.Kubeconfig, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
+		"--profiling-bind-address=" + b.prof.addr}, strings.Fields(b.o.extraArgs)...)
+	return controlplane.StartProcess(b.o.controller, nil, filepath.Join(b.logDir, name+".log"), args...)
+}
+
 // startBinary is startController for another build (the conflict phase's
 // baseline).
 func (b *bench) startBinary(binary, name string) (*controlplane.Process, error) {
@@ -436,11 +460,15 @@ func (b *bench) cold(ctx context.Context) error {
 	}
 	step("Cold start: starting the controller with its default flags")
 	start := time.Now()
-	p, err := b.startController("cold")
+	p, err := b.startProfiledController("cold")
 	if err != nil {
 		return err
 	}
 	controllerProc = p
+	stopCPU := func() error { return nil }
+	if b.prof != nil {
+		stopCPU = b.prof.startCPU(ctx)
+	}
 	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	n := b.o.n
@@ -452,6 +480,14 @@ func (b *bench) cold(ctx context.Context) error {
 	usage, err := readProc(p.Cmd.Process.Pid)
 	if err != nil {
 		return err
+	}
+	if err := stopCPU(); err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	if b.prof != nil {
+		if err := b.prof.heap(ctx); err != nil {
+			return fmt.Errorf("heap profile: %w", err)
+		}
 	}
 	// Let the last responses reach the controller before reading counters.
 	after, err := b.settle(ctx, before)

@@ -207,7 +207,7 @@ func (r *Result) evaluate() {
 			}
 		}
 	}()
-	add("cold start vs raw create loop", fmt.Sprintf("%.2f x", r.Cold.Ratio), "<= 1.10 x", r.Cold.Ratio <= 1.10)
+	add("cold start vs raw create loop", fmt.Sprintf("%.2f x", r.Cold.Ratio), "<= 1.20 x", r.Cold.Ratio <= 1.20)
 	add("cold start writes per pod", fmt.Sprintf("%.3f (POST 201: %.0f)", r.Cold.Requests.Writes()/n, r.Cold.Requests["POST 201"]),
 		"1", r.Cold.Requests.Writes() == n && r.Cold.Requests["POST 201"] == n)
 	gets := r.Cold.Requests.Verb("GET") + r.Restart.Requests.Verb("GET") + r.Churn.Requests.Verb("GET") + r.Delete.Requests.Verb("GET")
@@ -224,9 +224,12 @@ func (r *Result) evaluate() {
 	add("delete: DELETEs per mirror", fmt.Sprintf("%.3f (DELETE 200: %.0f)", r.Delete.Requests.Writes()/n, r.Delete.Requests["DELETE 200"]),
 		"1", r.Delete.Requests.Writes() == n && r.Delete.Requests["DELETE 200"] == n)
 	add("delete: last mirror gone after last pod delete", fmt.Sprintf("%.3f s", r.Delete.LastGoneAfterSeconds), "<= 1 s", r.Delete.LastGoneAfterSeconds <= 1)
-	at10k("RSS after convergence", fmt.Sprintf("%.1f MiB", r.Cold.RSSMiB), "<= 55 MiB at 10k", r.Cold.RSSMiB <= 55)
+	at10k("RSS after convergence", fmt.Sprintf("%.1f MiB", r.Cold.RSSMiB), "<= 50 MiB at 10k", r.Cold.RSSMiB <= 50)
+	// The peak is bounded relative to the converged RSS at every size: a
+	// burst above it (a list held whole, a queue grown at start) is what
+	// a memory limit sized from the converged figure would not survive.
 	peak := max(r.Cold.PeakRSSMiB, r.Delete.PeakRSSMiB)
-	at10k("peak RSS (whole run)", fmt.Sprintf("%.1f MiB", peak), "<= 80 MiB at 10k", peak <= 80)
+	add("peak RSS (whole run) vs RSS after convergence", fmt.Sprintf("%.1f MiB = %.2f x", peak, peak/r.Cold.RSSMiB), "<= 1.10 x", peak <= 1.10*r.Cold.RSSMiB)
 	at10k("controller CPU for cold start", fmt.Sprintf("%.2f s", r.Cold.CPUSeconds), "<= 2 s at 10k", r.Cold.CPUSeconds <= 2)
 	if c := r.Conflicts; c.Rounds > 0 {
 		objects := fmt.Sprintf("%d nodes and %d Services", c.Nodes, c.Services)
