@@ -47,14 +47,19 @@ func TestMetricsAndProbes(t *testing.T) {
 	waitNoMirror(t, ns, "m0")
 
 	// The API server commits the DELETE before the controller reads its
-	// response and counts it, so wait for the controller's own tally.
+	// response and counts it, so wait for the controller's own tally; and
+	// the mirrors gauge reads the controller's cache, which drops m0 only
+	// when the deletion's watch event arrives, so wait for that too.
 	var m map[string]float64
 	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		m = scrape(t, p)
 		d, _ := sumSeries(m, `podtoip_controller_writes_total{operation="delete"}`)
-		return d >= 1, nil
+		mirrors, _ := sumSeries(m, `podtoip_controller_mirrors`)
+		return d >= 1 && mirrors == 4, nil
 	}); err != nil {
-		t.Fatalf("controller never counted its delete")
+		d, _ := sumSeries(m, `podtoip_controller_writes_total{operation="delete"}`)
+		mirrors, _ := sumSeries(m, `podtoip_controller_mirrors`)
+		t.Fatalf("within 10 s the controller counted %v deletes (want 1) and %v mirrors in its cache (want 4)", d, mirrors)
 	}
 	for _, series := range []string{
 		`workqueue_depth{name="podtoip"}`,
