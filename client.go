@@ -49,7 +49,10 @@ type PodToIpInterface interface {
 // written by hand instead of generated: the group has a single kind and the
 // controller needs only the basic verbs.
 type Client struct {
-	rest         rest.Interface
+	rest rest.Interface
+	// cacheRest is rest with the cache's codec (see cacheNegotiator), for
+	// the informer's list and watch only.
+	cacheRest    rest.Interface
 	fieldManager string
 }
 
@@ -72,23 +75,36 @@ func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (
 	if err != nil {
 		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)
 	}
-	return &Client{rest: rc, fieldManager: fieldManager}, nil
+	cc := rest.CopyConfig(c)
+	cc.NegotiatedSerializer = cacheNegotiator{codecs.WithoutConversion()}
+	crc, err := rest.RESTClientForConfigAndClient(cc, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)
+	}
+	return &Client{rest: rc, cacheRest: crc, fieldManager: fieldManager}, nil
 }
 
 // PodToIps returns the calls for one namespace; "" means all namespaces and is
 // valid only for List and Watch.
 func (c *Client) PodToIps(namespace string) PodToIpInterface {
-	return &podToIps{client: c, ns: namespace}
+	return &podToIps{client: c, rest: c.rest, ns: namespace}
+}
+
+// cachePodToIps is PodToIps for the informer: Watch returns each PodToIp
+// with only the fields its cache keeps (see decodeCachedMirror).
+func (c *Client) cachePodToIps(namespace string) PodToIpInterface {
+	return &podToIps{client: c, rest: c.cacheRest, ns: namespace}
 }
 
 type podToIps struct {
 	client *Client
+	rest   rest.Interface
 	ns     string
 }
 
 func (p *podToIps) Get(ctx context.Context, name string, opts metav1.GetOptions) (*PodToIp, error) {
 	result := &PodToIp{}
-	err := p.client.rest.Get().
+	err := p.rest.Get().
 		Namespace(p.ns).Resource(Resource).Name(name).
 		VersionedParams(&opts, parameterCodec).
 		Do(ctx).Into(result)
@@ -99,7 +115,7 @@ func (p *podToIps) Get(ctx context.Context, name string, opts metav1.GetOptions)
 // label or field, and pin resource versions.
 func (p *podToIps) List(ctx context.Context, opts metav1.ListOptions) (*PodToIpList, error) {
 	result := &PodToIpList{}
-	err := p.client.rest.Get().
+	err := p.rest.Get().
 		Namespace(p.ns).Resource(Resource).
 		VersionedParams(&opts, parameterCodec).
 		Timeout(timeoutOf(opts)).
@@ -112,7 +128,7 @@ func (p *podToIps) List(ctx context.Context, opts metav1.ListOptions) (*PodToIpL
 // list (WatchList) instead of loading one large response.
 func (p *podToIps) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	return p.client.rest.Get().
+	return p.rest.Get().
 		Namespace(p.ns).Resource(Resource).
 		VersionedParams(&opts, parameterCodec).
 		Timeout(timeoutOf(opts)).
@@ -123,10 +139,9 @@ func (p *podToIps) Create(ctx context.Context, obj *PodToIp, opts metav1.CreateO
 	if opts.FieldManager == "" {
 		opts.FieldManager = p.client.fieldManager
 	}
-	return writtenMeta(p.client.rest.Post().
-		Namespace(p.ns).Resource(Resource).
-		VersionedParams(&opts, parameterCodec).
-		Body(obj).
+	return writtenMeta(writeParams(p.rest.Post().
+		Namespace(p.ns).Resource(Resource), opts.DryRun, opts.FieldManager, opts.FieldValidation).
+		Body(bodyOf(obj)).
 		Do(ctx))
 }
 
@@ -134,11 +149,35 @@ func (p *podToIps) Update(ctx context.Context, obj *PodToIp, opts metav1.UpdateO
 	if opts.FieldManager == "" {
 		opts.FieldManager = p.client.fieldManager
 	}
-	return writtenMeta(p.client.rest.Put().
-		Namespace(p.ns).Resource(Resource).Name(obj.Name).
-		VersionedParams(&opts, parameterCodec).
-		Body(obj).
+	return writtenMeta(writeParams(p.rest.Put().
+		Namespace(p.ns).Resource(Resource).Name(obj.Name), opts.DryRun, opts.FieldManager, opts.FieldValidation).
+		Body(bodyOf(obj)).
 		Do(ctx))
+}
+
+// bodyOf is what a write sends: the JSON encodeMirror writes, or obj
+// itself for the REST client to encode when encodeMirror declines.
+func bodyOf(obj *PodToIp) any {
+	if b, ok := encodeMirror(obj); ok {
+		return b
+	}
+	return obj
+}
+
+// writeParams sets a write's query parameters as converting its options
+// would (VersionedParams), without the conversion's reflection, which is
+// per request.
+func writeParams(r *rest.Request, dryRun []string, fieldManager, fieldValidation string) *rest.Request {
+	for _, d := range dryRun {
+		r.Param("dryRun", d)
+	}
+	if fieldManager != "" {
+		r.Param("fieldManager", fieldManager)
+	}
+	if fieldValidation != "" {
+		r.Param("fieldValidation", fieldValidation)
+	}
+	return r
 }
 
 // writtenMeta returns the metadata of the object a create or update
@@ -151,6 +190,9 @@ func writtenMeta(res rest.Result) (*PodToIp, error) {
 	body, _ := res.Raw()
 	if len(body) == 0 {
 		return nil, fmt.Errorf("empty response to a PodToIp write")
+	}
+	if m, ok := scanWrittenMeta(body); ok {
+		return m, nil
 	}
 	var written struct {
 		Metadata struct {
@@ -169,7 +211,7 @@ func writtenMeta(res rest.Result) (*PodToIp, error) {
 }
 
 func (p *podToIps) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	return p.client.rest.Delete().
+	return p.rest.Delete().
 		Namespace(p.ns).Resource(Resource).Name(name).
 		Body(&opts).
 		Do(ctx).Error()
@@ -182,4 +224,35 @@ func timeoutOf(opts metav1.ListOptions) time.Duration {
 		return 0
 	}
 	return time.Duration(*opts.TimeoutSeconds) * time.Second
+}
+
+// scanWrittenMeta reads the metadata of a written object with jsonCursor,
+// skipping the rest; ok is false for anything it declines (writtenMeta then
+// decodes the standard way).
+func scanWrittenMeta(body []byte) (*PodToIp, bool) {
+	out := &PodToIp{}
+	c := &jsonCursor{data: body}
+	ok := c.object(func(key []byte) bool {
+		if string(key) != "metadata" {
+			return c.skip()
+		}
+		return c.object(func(key []byte) (ok bool) {
+			var s string
+			switch string(key) {
+			case "name":
+				out.Name, ok = c.str()
+			case "namespace":
+				out.Namespace, ok = c.str()
+			case "uid":
+				s, ok = c.str()
+				out.UID = types.UID(s)
+			case "resourceVersion":
+				out.ResourceVersion, ok = c.str()
+			default:
+				ok = c.skip()
+			}
+			return ok
+		})
+	})
+	return out, ok && c.end()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/go-logr/logr"
 	"strconv"
 	"sync"
 	"testing"
@@ -152,7 +153,14 @@ func (f *fixture) trail() []map[string]any {
 		kv := map[string]any{"msg": e.Message, "verbosity": e.Verbosity}
 		for _, list := range [][]any{e.WithKVList, e.ParameterKVList} {
 			for i := 0; i+1 < len(list); i += 2 {
-				kv[list[i].(string)] = list[i+1]
+				// The trail's own value types as a structured format
+				// logs them.
+				v := list[i+1]
+				switch m := v.(type) {
+				case ipList, boolText:
+					v = m.(logr.Marshaler).MarshalLog()
+				}
+				kv[list[i].(string)] = v
 			}
 		}
 		out = append(out, kv)

@@ -139,7 +139,7 @@ func TestTrailOneLinePerWrite(t *testing.T) {
 	}
 	for i, w := range want {
 		l := lines[i]
-		if l["event"] != w.event || l["podUID"] != types.UID("uid-1") || l["node"] != w.node ||
+		if l["event"] != w.event || l["podUID"] != "uid-1" || l["node"] != w.node ||
 			fmt.Sprint(l["podIPs"]) != fmt.Sprint(w.ips) || l["podIPv4"] != w.v4 || l["podIPv6"] != w.v6 ||
 			l["hostNetwork"] != false || l["verbosity"] != 0 || l["pod"] != klog.KRef("ns", "web") {
 			t.Errorf("line %d = %v, want event %s on node %s with %v (v4 %s, v6 %s) at verbosity 0", i, l, w.event, w.node, w.ips, w.v4, w.v6)
@@ -187,9 +187,9 @@ func TestTrailReleaseOfAMirrorGoneAlready(t *testing.T) {
 	f.sync("web")
 	f.expectActions("update ns/web")
 	lines = f.trail()
-	if len(lines) != 2 || lines[0]["event"] != trailReleased || lines[0]["podUID"] != types.UID("uid-1") ||
+	if len(lines) != 2 || lines[0]["event"] != trailReleased || lines[0]["podUID"] != "uid-1" ||
 		fmt.Sprint(lines[0]["podIPs"]) != "[10.244.0.5 fd00::5]" ||
-		lines[1]["event"] != trailAssigned || lines[1]["podUID"] != types.UID("uid-2") || fmt.Sprint(lines[1]["podIPs"]) != "[10.244.0.9]" {
+		lines[1]["event"] != trailAssigned || lines[1]["podUID"] != "uid-2" || fmt.Sprint(lines[1]["podIPs"]) != "[10.244.0.9]" {
 		t.Errorf("trail = %v, want the release by uid-1 and the assignment to uid-2", lines)
 	}
 }

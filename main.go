@@ -52,8 +52,10 @@ type options struct {
 	metricsAddr    string
 	probeAddr      string
 	profilingAddr  string
-	leader         leaderOptions
-	showVersion    bool
+	// compression is whether to ask for gzip-compressed responses.
+	compression bool
+	leader      leaderOptions
+	showVersion bool
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
@@ -67,6 +69,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address to serve Prometheus metrics on at /metrics; 0 disables.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address to serve /healthz (liveness) and /readyz (readiness) on; 0 disables.")
 	fs.StringVar(&o.profilingAddr, "profiling-bind-address", "0", "Address to serve Go runtime profiles on at /debug/pprof/ (CPU, heap, goroutines); 0 (the default) disables. Use a loopback address: profiles show cached pod names and addresses.")
+	fs.BoolVar(&o.compression, "api-compression", false, "Ask the API server to gzip large responses (the initial lists and the watch streams). Off by default: on a cluster's network, compressing and decompressing costs the API server and the controller more CPU than the bytes saved (the watch of PodToIps alone carries one event per write); turn it on for a slow link to a remote API server. A kubeconfig with disable-compression: true keeps it off.")
 	fs.BoolVar(&o.leader.enabled, "leader-elect", false, "Run only while holding a coordination.k8s.io Lease, so that several replicas can run with one active.")
 	fs.DurationVar(&o.leader.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long standbys wait after the last renewal before taking the lease over.")
 	fs.DurationVar(&o.leader.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up leadership (and exits).")
@@ -171,6 +174,9 @@ func run(ctx context.Context, o options) error {
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	} else {
 		cfg.QPS = -1
+	}
+	if !o.compression {
+		cfg.DisableCompression = true
 	}
 	// Pods are read as protobuf: smaller and cheaper to decode than JSON.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -357,9 +363,9 @@ func defaultHTTP2HealthCheck() {
 func newMirrorInformer(client *Client, namespace string) (cache.SharedIndexInformer, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.PodToIps(namespace).List(ctx, opts)
+			return client.cachePodToIps(namespace).List(ctx, opts)
 		},
-		WatchFuncWithContext: client.PodToIps(namespace).Watch,
+		WatchFuncWithContext: client.cachePodToIps(namespace).Watch,
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), &PodToIp{}, cache.SharedIndexInformerOptions{})
 	if err := inf.SetTransform(slimMirror); err != nil {

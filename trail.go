@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -59,22 +61,55 @@ func logTrail(ctx context.Context, event string, m trailFields, previous []strin
 	if event == trailReleased {
 		ips, v4, v6 = canonicalList(ips)
 	}
-	kv := []any{
+	// One line per write at default verbosity, so its values are ones
+	// klog's text format writes without encoding/json: strings, and ipList
+	// and boolText, which write themselves.
+	kv := make([]any, 0, 18)
+	kv = append(kv,
 		"event", event,
-		"podUID", m.PodUID,
+		"podUID", string(m.PodUID),
 		"node", m.NodeName,
-		"podIPs", ips,
+		"podIPs", ipList(ips),
 		"podIPv4", v4,
 		"podIPv6", v6,
-		"hostNetwork", m.HostNetwork,
-	}
+		"hostNetwork", boolText(m.HostNetwork),
+	)
 	if event == trailChanged {
 		previous, _, _ = canonicalList(previous)
-		kv = append(kv, "previousPodIPs", previous)
+		kv = append(kv, "previousPodIPs", ipList(previous))
 	}
 	kv = append(kv, "observed", observed.UTC().Format(trailTimeFormat))
 	klog.FromContext(ctx).Info(trailMessage, kv...)
 }
+
+// ipList is a list of addresses in a trail line. klog's text format writes
+// it as a JSON array (WriteText), as it would write a []string but without
+// encoding/json; other formats log it as the []string it is (MarshalLog).
+type ipList []string
+
+// WriteText writes l as a JSON array of strings.
+func (l ipList) WriteText(b *bytes.Buffer) {
+	b.WriteByte('[')
+	for i, s := range l {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(appendString(b.AvailableBuffer(), s))
+	}
+	b.WriteByte(']')
+}
+
+// MarshalLog makes the JSON format log l as an array of strings.
+func (l ipList) MarshalLog() any { return []string(l) }
+
+// boolText is a bool in a trail line, written by klog's text format as
+// true or false (as it writes a bool, but without encoding/json).
+type boolText bool
+
+func (v boolText) WriteText(b *bytes.Buffer) { b.WriteString(strconv.FormatBool(bool(v))) }
+
+// MarshalLog makes the JSON format log v as a JSON boolean.
+func (v boolText) MarshalLog() any { return bool(v) }
 
 // trailFields is what a trail line says about a mirror, from a PodToIp
 // about to be written or a cached mirrorInfo.
