@@ -290,7 +290,7 @@ func desiredMirrorWith(pod *podInfo, conflicts []addressConflict) (*PodToIp, err
 func newHolders(have *mirrorInfo, want *PodToIp) []string {
 	var out []string
 	for _, h := range want.ConflictsWith {
-		if have == nil || !slices.Contains(have.ConflictsWith, h) {
+		if have == nil || !slices.Contains(have.conflictsWith(), h) {
 			out = append(out, h)
 		}
 	}

@@ -656,12 +656,12 @@ func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, po
 	c.foreignMu.Unlock()
 	if logIt {
 		klog.FromContext(ctx).Info("Leaving alone a PodToIp that is not managed by this controller",
-			"podtoip", klog.KObj(m), "label", managedByLabel, "value", m.Labels[managedByLabel])
+			"podtoip", klog.KObj(m), "label", managedByLabel, "value", m.labels()[managedByLabel])
 	}
 	if eventIt && c.recorder != nil {
 		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonNotManaged,
 			"PodToIp %s exists but is not managed by %s (label %s=%q); it is left unchanged. Delete it to let the controller mirror this pod.",
-			key, controllerName, managedByLabel, m.Labels[managedByLabel])
+			key, controllerName, managedByLabel, m.labels()[managedByLabel])
 	}
 }
 

@@ -107,7 +107,7 @@ func TestSyncWritesWhatThePodShows(t *testing.T) {
 		updated.Labels[managedByLabel] != controllerName || updated.Annotations["note"] != "x" {
 		t.Errorf("updated %+v, want the new address and node on the cached object (UID, resourceVersion, users' metadata kept)", updated)
 	}
-	if have.PodAddress != "10.244.0.5" {
+	if have.podAddress() != "10.244.0.5" {
 		t.Error("the update modified the cached object")
 	}
 

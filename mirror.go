@@ -113,7 +113,7 @@ func wantsMirror(pod *podInfo) bool {
 // the label alone so that ownership never depends on fields the controller
 // itself rewrites.
 func isManaged(m *mirrorInfo) bool {
-	return m.Labels[managedByLabel] == controllerName
+	return m.labels()[managedByLabel] == controllerName
 }
 
 // desiredMirror returns the PodToIp that should exist for pod, or nil if the
@@ -171,17 +171,17 @@ func ownerRef(pod *podInfo) metav1.OwnerReference {
 // without the conflict fields reads as not in conflict, which is what it
 // shows: it is left alone unless its pod is in conflict.
 func needsUpdate(have *mirrorInfo, want *PodToIp) bool {
-	return have.PodName != want.PodName ||
+	return have.podName() != want.PodName ||
 		have.PodUID != want.PodUID ||
-		have.PodAddress != want.PodAddress ||
 		!slices.Equal(have.PodIPs, want.PodIPs) ||
-		have.PodIPv4 != want.PodIPv4 ||
-		have.PodIPv6 != want.PodIPv6 ||
+		have.podAddress() != want.PodAddress ||
+		have.podIPv4() != want.PodIPv4 ||
+		have.podIPv6() != want.PodIPv6 ||
 		have.NodeName != want.NodeName ||
 		have.HostNetwork != want.HostNetwork ||
 		have.Conflict != want.Conflict ||
-		!slices.Equal(have.ConflictsWith, want.ConflictsWith) ||
-		have.Labels[managedByLabel] != want.Labels[managedByLabel] ||
+		!slices.Equal(have.conflictsWith(), want.ConflictsWith) ||
+		have.labels()[managedByLabel] != want.Labels[managedByLabel] ||
 		!have.ownersEqual(want.OwnerReferences)
 }
 
@@ -204,7 +204,7 @@ func boolPtrEqual(a, b *bool) bool {
 // deletionTimestamp, managedFields): an update without them leaves them as
 // they are. Nothing of have is shared with the result.
 func applyDesired(have *mirrorInfo, want *PodToIp) *PodToIp {
-	labels := maps.Clone(have.Labels)
+	labels := maps.Clone(have.labels())
 	if labels == nil {
 		labels = map[string]string{}
 	}
@@ -229,11 +229,10 @@ func applyDesired(have *mirrorInfo, want *PodToIp) *PodToIp {
 		Conflict:      want.Conflict,
 		ConflictsWith: want.ConflictsWith,
 	}
-	if k := have.kept; k != nil {
-		out.GenerateName = k.generateName
-		out.Annotations = maps.Clone(k.annotations)
-		out.Finalizers = slices.Clone(k.finalizers)
-	}
+	k := have.kept()
+	out.GenerateName = k.generateName
+	out.Annotations = maps.Clone(k.annotations)
+	out.Finalizers = slices.Clone(k.finalizers)
 	return out
 }
 
@@ -273,39 +272,40 @@ func slimPod(obj any) (any, error) {
 //
 // It drops managedFields, creationTimestamp, generation and the deletion
 // fields, which the controller never reads and which an update leaves as
-// the API server has them. A whole PodToIp, even slimmed, is a 450-byte
-// struct (ObjectMeta alone is 240) with its owner reference in another 100;
-// a mirrorInfo is 288 bytes with its usual owner reference folded into
-// one UID and its usual label map shared, and the strings that repeat
-// (podName as the name, podAddress and the family addresses as entries of
-// podIPs, the owner's UID as podUID) share one copy.
+// the API server has them.
+//
+// A mirror as the controller writes it repeats itself: podName is the
+// name, podAddress the first of podIPs, podIPv4 and podIPv6 the first
+// address of each family in podIPs, the only label is managed-by and the
+// only owner reference is the pod's (podName, podUID). Such a mirror is
+// kept in the fields below alone, 144 bytes; whatever differs from that
+// shape (a mirror of an earlier release, users' metadata, a conflict) puts
+// every one of those fields in other, as decoded. The accessors (podName,
+// podAddress, ..., labels, ownerReferences) give the same answers either
+// way.
 type mirrorInfo struct {
 	Name            string
 	Namespace       string
 	UID             types.UID
 	ResourceVersion string
-	// Labels is managedLabels, shared by all cached mirrors, when the
-	// managed-by label is the only label; never modify it.
-	Labels map[string]string
-	// ownerUID is the UID in the mirror's owner reference when it has
-	// exactly the one that ownerRef writes for a pod of the mirror's name;
-	// owners holds the references otherwise (none, several, another shape).
-	ownerUID types.UID
-	owners   []metav1.OwnerReference
-	// kept is the users' metadata an update sends back; nil when there is
-	// none, as on every mirror the controller created.
-	kept *keptMeta
+	PodUID          types.UID
+	PodIPs          []string
+	NodeName        string
+	HostNetwork     bool
+	Conflict        bool
+	// other is nil for a mirror of the usual shape (see above).
+	other *mirrorOther
+}
 
-	PodName       string
-	PodUID        types.UID
-	PodAddress    string
-	PodIPs        []string
-	PodIPv4       string
-	PodIPv6       string
-	NodeName      string
-	HostNetwork   bool
-	Conflict      bool
-	ConflictsWith []string
+// mirrorOther is what a mirror of another shape holds that the usual one
+// derives.
+type mirrorOther struct {
+	podName, podAddress, podIPv4, podIPv6 string
+	labels                                map[string]string
+	owners                                []metav1.OwnerReference
+	conflictsWith                         []string
+	// kept is the users' metadata an update sends back.
+	kept keptMeta
 }
 
 // keptMeta is the metadata of a mirror that the controller does not own
@@ -332,21 +332,75 @@ func (m *mirrorInfo) key() cache.ObjectName {
 	return cache.ObjectName{Namespace: m.Namespace, Name: m.Name}
 }
 
+func (m *mirrorInfo) podName() string {
+	if m.other != nil {
+		return m.other.podName
+	}
+	return m.Name
+}
+
+func (m *mirrorInfo) podAddress() string {
+	if m.other != nil {
+		return m.other.podAddress
+	}
+	return m.PodIPs[0]
+}
+
+func (m *mirrorInfo) podIPv4() string {
+	if m.other != nil {
+		return m.other.podIPv4
+	}
+	v4, _ := firstOfEachFamily(m.PodIPs)
+	return v4
+}
+
+func (m *mirrorInfo) podIPv6() string {
+	if m.other != nil {
+		return m.other.podIPv6
+	}
+	_, v6 := firstOfEachFamily(m.PodIPs)
+	return v6
+}
+
+// labels returns the mirror's labels; never modify them (the usual ones
+// are managedLabels, shared by all cached mirrors).
+func (m *mirrorInfo) labels() map[string]string {
+	if m.other != nil {
+		return m.other.labels
+	}
+	return managedLabels
+}
+
+func (m *mirrorInfo) conflictsWith() []string {
+	if m.other != nil {
+		return m.other.conflictsWith
+	}
+	return nil
+}
+
+// kept returns the users' metadata an update sends back.
+func (m *mirrorInfo) kept() keptMeta {
+	if m.other != nil {
+		return m.other.kept
+	}
+	return keptMeta{}
+}
+
 // ownersEqual reports whether the mirror's owner references are exactly
 // refs.
 func (m *mirrorInfo) ownersEqual(refs []metav1.OwnerReference) bool {
-	if m.ownerUID == "" {
-		return ownerRefsEqual(m.owners, refs)
+	if m.other != nil {
+		return ownerRefsEqual(m.other.owners, refs)
 	}
-	return len(refs) == 1 && isPodControllerRef(refs[0], m.Name) && refs[0].UID == m.ownerUID
+	return len(refs) == 1 && isPodControllerRef(refs[0], m.Name) && refs[0].UID == m.PodUID
 }
 
 // ownerReferences returns the mirror's owner references (a new slice).
 func (m *mirrorInfo) ownerReferences() []metav1.OwnerReference {
-	if m.ownerUID == "" {
-		return slices.Clone(m.owners)
+	if m.other != nil {
+		return slices.Clone(m.other.owners)
 	}
-	return []metav1.OwnerReference{ownerRef(&podInfo{Name: m.Name, UID: m.ownerUID})}
+	return []metav1.OwnerReference{ownerRef(&podInfo{Name: m.Name, UID: m.PodUID})}
 }
 
 // isPodControllerRef reports whether ref is what ownerRef writes for a pod
@@ -356,9 +410,25 @@ func isPodControllerRef(ref metav1.OwnerReference, name string) bool {
 		ref.Controller != nil && *ref.Controller && ref.BlockOwnerDeletion == nil
 }
 
+// firstOfEachFamily returns the first entry of ips in each family, as
+// desiredMirror sets podIPv4 and podIPv6 (every entry a canonical address).
+func firstOfEachFamily(ips []string) (v4, v6 string) {
+	for _, ip := range ips {
+		switch {
+		case isIPv4(ip):
+			if v4 == "" {
+				v4 = ip
+			}
+		case v6 == "":
+			v6 = ip
+		}
+	}
+	return v4, v6
+}
+
 // toMirrorInfo keeps what the controller needs of m (see mirrorInfo; nil
 // for nil). Strings that repeat across mirrors (namespace, node) are
-// interned, and those that repeat within one are shared.
+// interned.
 func toMirrorInfo(m *PodToIp) *mirrorInfo {
 	if m == nil {
 		return nil
@@ -368,36 +438,30 @@ func toMirrorInfo(m *PodToIp) *mirrorInfo {
 		Namespace:       intern(m.Namespace),
 		UID:             m.UID,
 		ResourceVersion: m.ResourceVersion,
-		Labels:          m.Labels,
-		PodName:         m.PodName,
 		PodUID:          m.PodUID,
 		PodIPs:          m.PodIPs,
-		// podAddress, podIPv4 and podIPv6 repeat entries of podIPs;
-		// decoded, each is a copy of its own.
-		PodAddress:    shareWith(m.PodAddress, m.PodIPs),
-		PodIPv4:       shareWith(m.PodIPv4, m.PodIPs),
-		PodIPv6:       shareWith(m.PodIPv6, m.PodIPs),
-		NodeName:      intern(m.NodeName),
-		HostNetwork:   m.HostNetwork,
-		Conflict:      m.Conflict,
-		ConflictsWith: m.ConflictsWith,
+		NodeName:        intern(m.NodeName),
+		HostNetwork:     m.HostNetwork,
+		Conflict:        m.Conflict,
 	}
-	if out.PodName == out.Name {
-		out.PodName = out.Name
-	}
-	if len(m.Labels) == 1 && m.Labels[managedByLabel] == controllerName {
-		out.Labels = managedLabels
-	}
-	if refs := m.OwnerReferences; len(refs) == 1 && isPodControllerRef(refs[0], m.Name) && refs[0].UID != "" {
-		out.ownerUID = refs[0].UID
-		if out.ownerUID == out.PodUID {
-			out.ownerUID = out.PodUID
+	v4, v6 := firstOfEachFamily(m.PodIPs)
+	usual := m.PodName == m.Name && len(m.PodIPs) > 0 && m.PodAddress == m.PodIPs[0] &&
+		m.PodIPv4 == v4 && m.PodIPv6 == v6 &&
+		len(m.Labels) == 1 && m.Labels[managedByLabel] == controllerName &&
+		len(m.OwnerReferences) == 1 && isPodControllerRef(m.OwnerReferences[0], m.Name) && m.OwnerReferences[0].UID == m.PodUID &&
+		len(m.ConflictsWith) == 0 &&
+		m.GenerateName == "" && len(m.Annotations) == 0 && len(m.Finalizers) == 0
+	if !usual {
+		out.other = &mirrorOther{
+			podName: m.PodName, podAddress: m.PodAddress, podIPv4: m.PodIPv4, podIPv6: m.PodIPv6,
+			labels: m.Labels, owners: m.OwnerReferences, conflictsWith: m.ConflictsWith,
 		}
-	} else {
-		out.owners = refs
-	}
-	if m.GenerateName != "" || len(m.Annotations) > 0 || len(m.Finalizers) > 0 {
-		out.kept = &keptMeta{generateName: m.GenerateName, annotations: m.Annotations, finalizers: m.Finalizers}
+		if m.GenerateName != "" || len(m.Annotations) > 0 || len(m.Finalizers) > 0 {
+			out.other.kept = keptMeta{generateName: m.GenerateName, annotations: m.Annotations, finalizers: m.Finalizers}
+		}
+		if len(m.Labels) == 1 && m.Labels[managedByLabel] == controllerName {
+			out.other.labels = managedLabels
+		}
 	}
 	return out
 }

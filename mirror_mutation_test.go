@@ -58,7 +58,7 @@ func TestSlimMirrorKeepsOtherOwnerReferences(t *testing.T) {
 			Name: "web", Namespace: "default",
 			Labels:          map[string]string{managedByLabel: controllerName},
 			OwnerReferences: refs,
-		}}
+		}, PodName: "web", PodUID: "u", PodAddress: "10.0.0.1", PodIPs: []string{"10.0.0.1"}, PodIPv4: "10.0.0.1"}
 		obj, _ := slimMirror(decoded)
 		m := obj.(*mirrorInfo)
 		if got := m.ownerReferences(); !ownerRefsEqual(got, refs) {
@@ -67,7 +67,7 @@ func TestSlimMirrorKeepsOtherOwnerReferences(t *testing.T) {
 		if !m.ownersEqual(refs) {
 			t.Errorf("%s: the cached references do not equal the decoded ones", name)
 		}
-		if folded := m.owners == nil && m.ownerUID != ""; folded != (name == "the controller's own") {
+		if folded := m.other == nil; folded != (name == "the controller's own") {
 			t.Errorf("%s: folded into a UID = %v", name, folded)
 		}
 	}
@@ -82,8 +82,8 @@ func TestSlimMirrorKeepsASingleForeignLabel(t *testing.T) {
 	} {
 		obj, _ := slimMirror(&PodToIp{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: labels}})
 		m := obj.(*mirrorInfo)
-		if isManaged(m) || len(m.Labels) != 1 {
-			t.Errorf("labels %v became %v", labels, m.Labels)
+		if isManaged(m) || len(m.labels()) != 1 {
+			t.Errorf("labels %v became %v", labels, m.labels())
 		}
 	}
 }

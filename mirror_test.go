@@ -326,19 +326,17 @@ func TestSlimMirrorSharesButNeverLeaksCommonParts(t *testing.T) {
 	obj, _ := slimMirror(decoded)
 	m := obj.(*mirrorInfo)
 	if m.Name != want.Name || m.Namespace != want.Namespace || m.UID != want.UID || m.ResourceVersion != want.ResourceVersion ||
-		needsUpdate(m, want) || m.kept != nil || !m.ownersEqual(want.OwnerReferences) {
+		needsUpdate(m, want) || m.other != nil || !m.ownersEqual(want.OwnerReferences) {
 		t.Fatalf("slimMirror changed what the controller reads:\n got %#v\nwant %#v", m, want)
 	}
-	if reflect.ValueOf(m.Labels).UnsafePointer() != reflect.ValueOf(managedLabels).UnsafePointer() {
+	// The usual mirror keeps nothing but its own fields: the label map is
+	// the shared one, podName the name, the addresses podIPs'.
+	if reflect.ValueOf(m.labels()).UnsafePointer() != reflect.ValueOf(managedLabels).UnsafePointer() {
 		t.Errorf("the usual label map is not shared")
 	}
-	// Decoded, each address field is a copy of its own; cached, the
-	// repeated ones share podIPs' strings, and podName the name's.
-	if !sameString(m.PodAddress, m.PodIPs[0]) || !sameString(m.PodIPv4, m.PodIPs[0]) || !sameString(m.PodIPv6, m.PodIPs[1]) {
-		t.Errorf("podAddress, podIPv4 and podIPv6 do not share podIPs' strings")
-	}
-	if !sameString(m.PodName, m.Name) {
-		t.Errorf("podName does not share the name's string")
+	if !sameString(m.podAddress(), m.PodIPs[0]) || !sameString(m.podIPv4(), m.PodIPs[0]) || !sameString(m.podIPv6(), m.PodIPs[1]) ||
+		!sameString(m.podName(), m.Name) {
+		t.Errorf("podName, podAddress, podIPv4 or podIPv6 is a copy of its own")
 	}
 	// A write starts from applyDesired, which must not touch shared parts.
 	updated := applyDesired(m, desiredFor(testPod()))
@@ -350,7 +348,7 @@ func TestSlimMirrorSharesButNeverLeaksCommonParts(t *testing.T) {
 	decoded2 := want.DeepCopy()
 	decoded2.Labels["team"] = "a"
 	obj, _ = slimMirror(decoded2)
-	if got := obj.(*mirrorInfo).Labels; len(got) != 2 {
+	if got := obj.(*mirrorInfo).labels(); len(got) != 2 {
 		t.Errorf("labels = %v", got)
 	}
 }
