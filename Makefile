@@ -95,7 +95,8 @@ test-unit: ## Run the unit tests (race detector on).
 # machine, and because a duration expiring mid-run can make Go's fuzzer report
 # "context deadline exceeded" as a failure with no crasher (seen here).
 FUZZTIME ?= 5000x
-FUZZ_TARGETS := FuzzCanonicalIP FuzzDesiredMirror FuzzMirrorChanged FuzzApplyDesired FuzzDecodePodToIp FuzzFastCodecMatchesStandard FuzzHolderIndex
+FUZZ_TARGETS := FuzzCanonicalIP FuzzDesiredMirror FuzzMirrorChanged FuzzApplyDesired FuzzDecodePodToIp FuzzFastCodecMatchesStandard FuzzHolderIndex \
+	FuzzCacheCodecMatchesStandard FuzzCacheEnvelopeMatchesStandard FuzzObjectFramer FuzzScanWrittenMeta FuzzEncodeMirrorMatchesStandard FuzzUID
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZTIME (5000 inputs); a crasher is written to testdata/fuzz/ and fails the run (keep it as a regression seed).

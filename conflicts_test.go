@@ -305,7 +305,7 @@ func (f *fixture) catchUp(rec *recordingMirrors, from int) {
 		m = m.DeepCopy()
 		key := cache.MetaObjectToName(m)
 		if old, ok, _ := f.mirrors.GetByKey(key.String()); ok {
-			m.UID = old.(*mirrorInfo).UID
+			m.UID = old.(*mirrorInfo).UID.UID()
 		} else {
 			m.UID = k8stypes.UID("m-" + m.Name)
 		}

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -95,15 +94,15 @@ type Controller struct {
 	// that is not an IP, so each pod incarnation is reported once, not on
 	// every change of the pod, until its addresses parse again.
 	invalidMu sync.Mutex
-	invalid   map[cache.ObjectName]types.UID
+	invalid   map[cache.ObjectName]uid
 }
 
 // foreignReport is what has been said about an unmanaged PodToIp: the log
 // line once per object, the Warning event once per pod incarnation, since
 // a pod created after (or recreated under) the object must get it too.
 type foreignReport struct {
-	mirror types.UID // the object logged about
-	pod    types.UID // the pod told by an event, if any
+	mirror uid // the object logged about
+	pod    uid // the pod told by an event, if any
 }
 
 // NewController wires the handlers of the informers to a new queue and adds
@@ -126,7 +125,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer
 		recorder:  recorder,
 		tracker:   newWriteTracker(),
 		foreign:   map[cache.ObjectName]foreignReport{},
-		invalid:   map[cache.ObjectName]types.UID{},
+		invalid:   map[cache.ObjectName]uid{},
 		conflicts: newConflictLedger(),
 		holders:   newHolderIndex(),
 	}
@@ -560,7 +559,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 	}
 	switch {
 	case err == nil:
-		c.tracker.wrote(key, created.UID, created.ResourceVersion)
+		c.tracker.wrote(key, toUID(created.UID), created.ResourceVersion)
 		writesTotal.WithLabelValues("create").Inc()
 		klog.FromContext(ctx).V(4).Info("Created PodToIp", "address", want.PodAddress)
 		logTrail(ctx, trailAssigned, want.trail(), nil, observed)
@@ -586,10 +585,10 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 	}
 	switch {
 	case err == nil:
-		c.tracker.wrote(key, updated.UID, updated.ResourceVersion)
+		c.tracker.wrote(key, toUID(updated.UID), updated.ResourceVersion)
 		writesTotal.WithLabelValues("update").Inc()
 		klog.FromContext(ctx).V(4).Info("Updated PodToIp", "address", obj.PodAddress)
-		if have.PodUID != obj.PodUID {
+		if !have.PodUID.is(obj.PodUID) {
 			// The mirror passed to a new pod under the same name (its
 			// deletion was never seen): for the trail, the old pod let go
 			// of its addresses and the new one took its own.
@@ -612,13 +611,13 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, observed time.Time) error {
 	// The UID precondition makes sure a newer object created under the same
 	// name since the cache was filled is never deleted by mistake.
-	uid := have.UID
+	uid := have.UID.UID()
 	err := c.mirrorClient.PodToIps(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid},
 	})
 	switch {
 	case err == nil:
-		c.tracker.deleted(key, uid, have.ResourceVersion)
+		c.tracker.deleted(key, have.UID, have.ResourceVersion)
 		writesTotal.WithLabelValues("delete").Inc()
 		klog.FromContext(ctx).V(4).Info("Deleted PodToIp")
 		logTrail(ctx, trailReleased, have.trail(), nil, observed)

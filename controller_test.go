@@ -116,7 +116,7 @@ func newFixture(t *testing.T) *fixture {
 		recorder:  f.recorder,
 		tracker:   newWriteTracker(),
 		foreign:   map[cache.ObjectName]foreignReport{},
-		invalid:   map[cache.ObjectName]types.UID{},
+		invalid:   map[cache.ObjectName]uid{},
 		conflicts: newConflictLedger(),
 		holders:   f.pods.holders,
 	}

@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
 )
@@ -49,7 +48,7 @@ type writeTracker struct {
 type expectation struct {
 	inflight bool
 	deleted  bool
-	uid      types.UID
+	uid      uid
 	rv       string
 	at       time.Time
 	seen     []observedEvent
@@ -57,7 +56,7 @@ type expectation struct {
 
 // observedEvent is what the tracker keeps of an event seen during a write.
 type observedEvent struct {
-	uid      types.UID
+	uid      uid
 	rv       string
 	isDelete bool
 }
@@ -108,7 +107,7 @@ func (t *writeTracker) abandon(key cache.ObjectName) {
 // UID uid at resourceVersion rv. If the informer already delivered an event
 // showing it while the request was returning, there is nothing left to wait
 // for.
-func (t *writeTracker) wrote(key cache.ObjectName, uid types.UID, rv string) {
+func (t *writeTracker) wrote(key cache.ObjectName, uid uid, rv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := expectation{uid: uid, rv: rv, at: t.now()}
@@ -125,7 +124,7 @@ func (t *writeTracker) wrote(key cache.ObjectName, uid types.UID, rv string) {
 
 // deleted records that the object of key with UID uid, last cached at
 // resourceVersion rv, was deleted.
-func (t *writeTracker) deleted(key cache.ObjectName, uid types.UID, rv string) {
+func (t *writeTracker) deleted(key cache.ObjectName, uid uid, rv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.m[key] = expectation{deleted: true, uid: uid, rv: rv, at: t.now()}

@@ -9,7 +9,7 @@ import (
 )
 
 func mirrorAt(uid, rv string) *mirrorInfo {
-	return &mirrorInfo{Namespace: "ns", Name: "web", UID: types.UID(uid), ResourceVersion: rv}
+	return &mirrorInfo{Namespace: "ns", Name: "web", UID: toUID(types.UID(uid)), ResourceVersion: rv}
 }
 
 func TestWriteTracker(t *testing.T) {
@@ -23,7 +23,7 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Create at rv 100: pending until the cache holds rv >= 100.
-	tr.wrote(key, "a", "100")
+	tr.wrote(key, toUID("a"), "100")
 	if !tr.pending(key, nil) || !tr.pending(key, mirrorAt("a", "99")) {
 		t.Error("create not pending while the cache lags")
 	}
@@ -32,7 +32,7 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Observed through an event before the next sync.
-	tr.wrote(key, "a", "200")
+	tr.wrote(key, toUID("a"), "200")
 	tr.observe(key, mirrorAt("a", "150"), false)
 	if tr.len() != 1 {
 		t.Error("an older event cleared the expectation")
@@ -43,14 +43,14 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Delete of uid a: pending while the cache still holds a.
-	tr.deleted(key, "a", "290")
+	tr.deleted(key, toUID("a"), "290")
 	if !tr.pending(key, mirrorAt("a", "300")) {
 		t.Error("delete not pending while the cache holds the object")
 	}
 	if tr.pending(key, mirrorAt("b", "301")) {
 		t.Error("delete pending although the cache holds a different object")
 	}
-	tr.deleted(key, "a", "290")
+	tr.deleted(key, toUID("a"), "290")
 	tr.observe(key, mirrorAt("a", "300"), true)
 	if tr.pending(key, mirrorAt("a", "300")) {
 		t.Error("delete pending after its delete event")
@@ -58,7 +58,7 @@ func TestWriteTracker(t *testing.T) {
 
 	// After a delete, an update event of the same object says nothing; one
 	// of a new object under the name shows the delete happened.
-	tr.deleted(key, "a", "290")
+	tr.deleted(key, toUID("a"), "290")
 	tr.observe(key, mirrorAt("a", "310"), false)
 	if tr.len() != 1 {
 		t.Error("an event of the deleted object itself cleared the delete")
@@ -70,7 +70,7 @@ func TestWriteTracker(t *testing.T) {
 
 	// Expectations expire, so a lost event delays but never blocks; not
 	// before the timeout has passed.
-	tr.wrote(key, "a", "500")
+	tr.wrote(key, toUID("a"), "500")
 	now = now.Add(expectationTimeout)
 	if !tr.pending(key, nil) {
 		t.Error("expectation dropped before its timeout")
@@ -81,7 +81,7 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Unparseable resource versions never block.
-	tr.wrote(key, "a", "abc")
+	tr.wrote(key, toUID("a"), "abc")
 	if tr.pending(key, mirrorAt("a", "1")) {
 		t.Error("an incomparable resource version blocked the sync")
 	}
@@ -95,12 +95,12 @@ func TestWriteTrackerDeletionsClear(t *testing.T) {
 	key := cache.ObjectName{Namespace: "ns", Name: "web"}
 	tr := newWriteTracker()
 
-	tr.wrote(key, "a", "200")
+	tr.wrote(key, toUID("a"), "200")
 	tr.observe(key, mirrorAt("a", "150"), true)
 	if tr.pending(key, nil) {
 		t.Error("an update stayed pending after a tombstone deletion of the object")
 	}
-	tr.wrote(key, "a", "200")
+	tr.wrote(key, toUID("a"), "200")
 	tr.observe(key, mirrorAt("a", "200"), true)
 	if tr.len() != 0 {
 		t.Error("a create stayed recorded after its object's deletion event")
@@ -160,7 +160,7 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 			tr := newWriteTracker()
 			tr.begin(key)
 			tc.events(tr)
-			tr.wrote(key, "a", "200")
+			tr.wrote(key, toUID("a"), "200")
 			if cleared := tr.len() == 0; cleared == tc.wantPending {
 				t.Errorf("record cleared by wrote = %v, want %v", cleared, !tc.wantPending)
 			}
@@ -178,7 +178,7 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 		t.Error("an abandoned write is still recorded")
 	}
 	// abandon never drops the record of an earlier, successful write.
-	tr.wrote(key, "a", "300")
+	tr.wrote(key, toUID("a"), "300")
 	tr.abandon(key)
 	if !tr.pending(key, nil) {
 		t.Error("abandon dropped a completed write's record")
@@ -200,13 +200,13 @@ func TestWriteTrackerLaggingHandler(t *testing.T) {
 	// way to the handler.
 	t.Run("old deletion during the create", func(t *testing.T) {
 		tr := newWriteTracker()
-		tr.deleted(key, "old", "100")
+		tr.deleted(key, toUID("old"), "100")
 		if tr.pending(key, nil) {
 			t.Fatal("deletion pending although the cache no longer holds the object")
 		}
 		tr.begin(key)
 		tr.observe(key, mirrorAt("old", "150"), true)
-		tr.wrote(key, "new", "200")
+		tr.wrote(key, toUID("new"), "200")
 		if !tr.pending(key, nil) {
 			t.Error("create not pending: the previous object's deletion event cleared it")
 		}
@@ -218,7 +218,7 @@ func TestWriteTrackerLaggingHandler(t *testing.T) {
 	t.Run("old deletion after the create returned", func(t *testing.T) {
 		tr := newWriteTracker()
 		tr.begin(key)
-		tr.wrote(key, "new", "200")
+		tr.wrote(key, toUID("new"), "200")
 		tr.observe(key, mirrorAt("old", "150"), true)
 		if !tr.pending(key, nil) {
 			t.Error("create not pending: the previous object's deletion event cleared it")
@@ -232,7 +232,7 @@ func TestWriteTrackerLaggingHandler(t *testing.T) {
 	})
 	t.Run("older object's events after our delete", func(t *testing.T) {
 		tr := newWriteTracker()
-		tr.deleted(key, "b", "300")
+		tr.deleted(key, toUID("b"), "300")
 		tr.observe(key, mirrorAt("a", "200"), false)
 		tr.observe(key, mirrorAt("a", "250"), true)
 		tr.observe(key, mirrorAt("b", "300"), false)

@@ -599,7 +599,7 @@ func FuzzDecodePodToIp(f *testing.F) {
 				}
 				s := slimObj.(*mirrorInfo)
 				back := applyDesired(s, m)
-				if s.Name != m.Name || s.Namespace != m.Namespace || s.UID != m.UID || s.ResourceVersion != m.ResourceVersion ||
+				if s.Name != m.Name || s.Namespace != m.Namespace || s.UID.UID() != m.UID || s.ResourceVersion != m.ResourceVersion ||
 					isManaged(s) != (m.Labels[managedByLabel] == controllerName) || needsUpdate(s, m) ||
 					!semantic.DeepEqual(s.ownerReferences(), m.OwnerReferences) ||
 					!semantic.DeepEqual(back.Annotations, m.Annotations) || !semantic.DeepEqual(back.Finalizers, m.Finalizers) ||

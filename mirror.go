@@ -36,7 +36,7 @@ const (
 type podInfo struct {
 	Name              string
 	Namespace         string
-	UID               types.UID
+	UID               uid
 	ResourceVersion   string
 	DeletionTimestamp *metav1.Time
 	NodeName          string
@@ -54,7 +54,7 @@ type podInfo struct {
 // (cache.MetaNamespaceKeyFunc): it returns a throwaway ObjectMeta with the
 // fields the store and its callers read.
 func (p *podInfo) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp}
+	return &metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID.UID(), ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp}
 }
 
 // GetName and GetNamespace make podInfo a klog.KMetadata, for klog.KObj.
@@ -83,7 +83,7 @@ func toPodInfo(pod *corev1.Pod) *podInfo {
 	return &podInfo{
 		Name:              pod.Name,
 		Namespace:         intern(pod.Namespace),
-		UID:               pod.UID,
+		UID:               toUID(pod.UID),
 		ResourceVersion:   pod.ResourceVersion,
 		DeletionTimestamp: pod.DeletionTimestamp,
 		NodeName:          intern(pod.Spec.NodeName),
@@ -96,7 +96,7 @@ func toPodInfo(pod *corev1.Pod) *podInfo {
 
 // reference names the pod in events.
 func (p *podInfo) reference() *corev1.ObjectReference {
-	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion}
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID.UID(), ResourceVersion: p.ResourceVersion}
 }
 
 // wantsMirror is the one predicate that decides whether a pod is mirrored:
@@ -138,7 +138,7 @@ func desiredMirror(pod *podInfo) (*PodToIp, error) {
 			OwnerReferences: []metav1.OwnerReference{ownerRef(pod)},
 		},
 		PodName:     pod.Name,
-		PodUID:      pod.UID,
+		PodUID:      pod.UID.UID(),
 		PodAddress:  addrs.primary,
 		PodIPs:      addrs.all,
 		PodIPv4:     addrs.v4,
@@ -157,7 +157,7 @@ func ownerRef(pod *podInfo) metav1.OwnerReference {
 		APIVersion: "v1",
 		Kind:       "Pod",
 		Name:       pod.Name,
-		UID:        pod.UID,
+		UID:        pod.UID.UID(),
 		Controller: &isController,
 	}
 }
@@ -172,7 +172,7 @@ func ownerRef(pod *podInfo) metav1.OwnerReference {
 // shows: it is left alone unless its pod is in conflict.
 func needsUpdate(have *mirrorInfo, want *PodToIp) bool {
 	return have.podName() != want.PodName ||
-		have.PodUID != want.PodUID ||
+		!have.PodUID.is(want.PodUID) ||
 		!slices.Equal(have.PodIPs, want.PodIPs) ||
 		have.podAddress() != want.PodAddress ||
 		have.podIPv4() != want.PodIPv4 ||
@@ -213,7 +213,7 @@ func applyDesired(have *mirrorInfo, want *PodToIp) *PodToIp {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            have.Name,
 			Namespace:       have.Namespace,
-			UID:             have.UID,
+			UID:             have.UID.UID(),
 			ResourceVersion: have.ResourceVersion,
 			Labels:          labels,
 			OwnerReferences: want.OwnerReferences,
@@ -286,9 +286,9 @@ func slimPod(obj any) (any, error) {
 type mirrorInfo struct {
 	Name            string
 	Namespace       string
-	UID             types.UID
+	UID             uid
 	ResourceVersion string
-	PodUID          types.UID
+	PodUID          uid
 	PodIPs          []string
 	NodeName        string
 	HostNetwork     bool
@@ -320,7 +320,7 @@ type keptMeta struct {
 // (cache.MetaNamespaceKeyFunc): it returns a throwaway ObjectMeta with the
 // fields the store and its callers read.
 func (m *mirrorInfo) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
+	return &metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID.UID(), ResourceVersion: m.ResourceVersion}
 }
 
 // GetName and GetNamespace make mirrorInfo a klog.KMetadata, for klog.KObj.
@@ -392,7 +392,7 @@ func (m *mirrorInfo) ownersEqual(refs []metav1.OwnerReference) bool {
 	if m.other != nil {
 		return ownerRefsEqual(m.other.owners, refs)
 	}
-	return len(refs) == 1 && isPodControllerRef(refs[0], m.Name) && refs[0].UID == m.PodUID
+	return len(refs) == 1 && isPodControllerRef(refs[0], m.Name) && m.PodUID.is(refs[0].UID)
 }
 
 // ownerReferences returns the mirror's owner references (a new slice).
@@ -436,9 +436,9 @@ func toMirrorInfo(m *PodToIp) *mirrorInfo {
 	out := &mirrorInfo{
 		Name:            m.Name,
 		Namespace:       intern(m.Namespace),
-		UID:             m.UID,
+		UID:             toUID(m.UID),
 		ResourceVersion: m.ResourceVersion,
-		PodUID:          m.PodUID,
+		PodUID:          toUID(m.PodUID),
 		PodIPs:          m.PodIPs,
 		NodeName:        intern(m.NodeName),
 		HostNetwork:     m.HostNetwork,
@@ -497,4 +497,94 @@ func intern(s string) string {
 		return s
 	}
 	return unique.Make(s).Value()
+}
+
+// uid is a UID as the caches keep it. The API server gives every object a
+// random UUID, written as 36 characters of lower-case hex and dashes: as a
+// string, a 16-byte header and a 48-byte allocation per UID, and the
+// caches hold three per pod (the pod's, the mirror's, the mirror's
+// podUID). uid keeps such a UID in its 16 bytes, and any other UID (one
+// written by hand, as tests do) as text. Two uids are == exactly when
+// their UIDs are equal.
+type uid struct {
+	uuid [16]byte
+	text unique.Handle[string]
+}
+
+// toUID returns s as a uid.
+func toUID(s types.UID) uid {
+	if b, ok := parseUUID(string(s)); ok {
+		return uid{uuid: b}
+	}
+	if s == "" {
+		return uid{}
+	}
+	return uid{text: unique.Make(string(s))}
+}
+
+// UID returns the UID as text.
+func (u uid) UID() types.UID {
+	if u.text != (unique.Handle[string]{}) {
+		return types.UID(u.text.Value())
+	}
+	if u.uuid == ([16]byte{}) {
+		return ""
+	}
+	const hexDigits = "0123456789abcdef"
+	var b [36]byte
+	j := 0
+	for i, x := range u.uuid {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b[j] = '-'
+			j++
+		}
+		b[j], b[j+1] = hexDigits[x>>4], hexDigits[x&0xf]
+		j += 2
+	}
+	return types.UID(b[:])
+}
+
+// is reports whether u is the UID s, without allocating.
+func (u uid) is(s types.UID) bool {
+	if b, ok := parseUUID(string(s)); ok {
+		return u.text == (unique.Handle[string]{}) && u.uuid == b
+	}
+	if u.text == (unique.Handle[string]{}) {
+		return s == "" && u.uuid == ([16]byte{})
+	}
+	return u.text.Value() == string(s)
+}
+
+// parseUUID reads a UUID in the form the API server writes (lower-case),
+// except the all-zero one, which would read as no UID.
+func parseUUID(s string) (b [16]byte, ok bool) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return b, false
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			i++
+			continue
+		}
+		hi, ok1 := fromHex(s[i])
+		lo, ok2 := fromHex(s[i+1])
+		if !ok1 || !ok2 {
+			return b, false
+		}
+		b[j] = hi<<4 | lo
+		i, j = i+2, j+1
+	}
+	return b, b != [16]byte{}
+}
+
+// fromHex reads a lower-case hex digit.
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }

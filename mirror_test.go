@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"k8s.io/apimachinery/pkg/types"
 	"reflect"
 	"slices"
 	"strings"
@@ -290,7 +291,7 @@ func TestSlimPodKeepsWhatTheMirrorNeeds(t *testing.T) {
 		!slices.Equal(slim.PodIPs, []string{"10.244.0.5", "fd00::5"}) || !slim.HostNetwork {
 		t.Errorf("slim pod lost what the mirror needs: %+v", slim)
 	}
-	if slim.ResourceVersion != "10" || slim.UID != "uid-1" || slim.DeletionTimestamp == nil {
+	if slim.ResourceVersion != "10" || slim.UID.UID() != "uid-1" || slim.DeletionTimestamp == nil {
 		t.Errorf("slim pod lost metadata: %+v", slim)
 	}
 	// The slim pod must yield exactly the same mirror as the full one.
@@ -325,7 +326,7 @@ func TestSlimMirrorSharesButNeverLeaksCommonParts(t *testing.T) {
 	want := decoded.DeepCopy()
 	obj, _ := slimMirror(decoded)
 	m := obj.(*mirrorInfo)
-	if m.Name != want.Name || m.Namespace != want.Namespace || m.UID != want.UID || m.ResourceVersion != want.ResourceVersion ||
+	if m.Name != want.Name || m.Namespace != want.Namespace || m.UID.UID() != want.UID || m.ResourceVersion != want.ResourceVersion ||
 		needsUpdate(m, want) || m.other != nil || !m.ownersEqual(want.OwnerReferences) {
 		t.Fatalf("slimMirror changed what the controller reads:\n got %#v\nwant %#v", m, want)
 	}
@@ -351,4 +352,22 @@ func TestSlimMirrorSharesButNeverLeaksCommonParts(t *testing.T) {
 	if got := obj.(*mirrorInfo).labels(); len(got) != 2 {
 		t.Errorf("labels = %v", got)
 	}
+}
+
+// A uid gives back exactly the UID it was made of, and two uids are equal
+// exactly when their UIDs are, whatever the text.
+func FuzzUID(f *testing.F) {
+	for _, s := range []string{"", "uid-1", "0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11", "0B7C1F5E-52D4-4C1E-9A43-3F1F1D2A6C11",
+		"00000000-0000-0000-0000-000000000000", "0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c1", "0b7c1f5e+52d4-4c1e-9a43-3f1f1d2a6c11"} {
+		f.Add(s, "0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ua, ub := toUID(types.UID(a)), toUID(types.UID(b))
+		if ua.UID() != types.UID(a) || ub.UID() != types.UID(b) {
+			t.Fatalf("toUID(%q).UID() = %q, toUID(%q).UID() = %q", a, ua.UID(), b, ub.UID())
+		}
+		if (ua == ub) != (a == b) || ua.is(types.UID(b)) != (a == b) || !ua.is(types.UID(a)) {
+			t.Fatalf("uids of %q and %q: == %v, is %v", a, b, ua == ub, ua.is(types.UID(b)))
+		}
+	})
 }

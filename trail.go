@@ -126,7 +126,7 @@ func (m *PodToIp) trail() trailFields {
 }
 
 func (m *mirrorInfo) trail() trailFields {
-	return trailFields{m.PodUID, m.NodeName, m.PodIPs, m.podIPv4(), m.podIPv6(), m.HostNetwork}
+	return trailFields{m.PodUID.UID(), m.NodeName, m.PodIPs, m.podIPv4(), m.podIPv6(), m.HostNetwork}
 }
 
 // canonicalList returns ips in canonical form and the address of each
