@@ -244,7 +244,9 @@ func (c *Controller) deletePod(obj any) {
 func (c *Controller) addMirror(obj any) {
 	m := obj.(*mirrorInfo)
 	key := m.key()
-	c.tracker.observe(key, m, false)
+	if c.tracker.observe(key, m, false) {
+		return // our create, as written (see observe)
+	}
 	c.enqueue(key)
 }
 
@@ -254,7 +256,9 @@ func (c *Controller) updateMirror(oldObj, newObj any) {
 		return
 	}
 	key := cur.key()
-	c.tracker.observe(key, cur, false)
+	if c.tracker.observe(key, cur, false) {
+		return // our update, as written
+	}
 	c.enqueue(key)
 }
 
@@ -264,7 +268,9 @@ func (c *Controller) deleteMirror(obj any) {
 		return
 	}
 	key := m.key()
-	c.tracker.observe(key, m, true)
+	if c.tracker.observe(key, m, true) {
+		return // our delete
+	}
 	c.enqueue(key)
 }
 

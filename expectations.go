@@ -52,6 +52,9 @@ type expectation struct {
 	rv       string
 	at       time.Time
 	seen     []observedEvent
+	// deferred is set when a reconcile of the key was put off because of
+	// this write (pending): its event must then queue the key again.
+	deferred bool
 }
 
 // observedEvent is what the tracker keeps of an event seen during a write.
@@ -133,12 +136,19 @@ func (t *writeTracker) deleted(key cache.ObjectName, uid uid, rv string) {
 // observe is called by the PodToIp event handlers with every object they
 // see, and clears the record of key if the event shows the cache has caught
 // up with the write (see expectation.shows).
-func (t *writeTracker) observe(key cache.ObjectName, m *mirrorInfo, isDelete bool) {
+//
+// It reports whether the event is the write's own (the object created or
+// updated, at the version written, or the deletion of the object deleted)
+// and no reconcile of the key was put off meanwhile: the cache then holds
+// what the controller wrote from the state it read, and anything that
+// changed since queued the key by its own event, so the handler has nothing
+// to queue. At a cold start that is one reconcile saved per mirror.
+func (t *writeTracker) observe(key cache.ObjectName, m *mirrorInfo, isDelete bool) (own bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.m[key]
 	if !ok {
-		return
+		return false
 	}
 	ev := observedEvent{uid: m.UID, rv: m.ResourceVersion, isDelete: isDelete}
 	switch {
@@ -147,7 +157,9 @@ func (t *writeTracker) observe(key cache.ObjectName, m *mirrorInfo, isDelete boo
 		t.m[key] = e
 	case e.shows(ev):
 		delete(t.m, key)
+		return !e.deferred && ev.uid == e.uid && ev.isDelete == e.deleted && (e.deleted || ev.rv == e.rv)
 	}
+	return false
 }
 
 // pending reports whether a write to key has not reached the cache yet, given
@@ -172,6 +184,8 @@ func (t *writeTracker) pending(key cache.ObjectName, cached *mirrorInfo) bool {
 		seen = cached != nil && rvAtLeast(cached.ResourceVersion, e.rv)
 	}
 	if !e.inflight && !expired && !seen {
+		e.deferred = true
+		t.m[key] = e
 		return true
 	}
 	delete(t.m, key)

@@ -245,3 +245,42 @@ func TestWriteTrackerLaggingHandler(t *testing.T) {
 		}
 	})
 }
+
+// observe reports a write's own event, so its handler need not queue the
+// key, and only then: not for a later write by someone else, not for an
+// event of another object, not when a reconcile was put off waiting for it.
+func TestWriteTrackerOwnEvent(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "web"}
+	for _, tc := range []struct {
+		name   string
+		write  func(*writeTracker)
+		defer_ bool
+		event  *mirrorInfo
+		delete bool
+		own    bool
+	}{
+		{"create, its event", func(tr *writeTracker) { tr.wrote(key, toUID("a"), "100") }, false, mirrorAt("a", "100"), false, true},
+		{"create, a reconcile waited", func(tr *writeTracker) { tr.wrote(key, toUID("a"), "100") }, true, mirrorAt("a", "100"), false, false},
+		{"create, someone's later update", func(tr *writeTracker) { tr.wrote(key, toUID("a"), "100") }, false, mirrorAt("a", "101"), false, false},
+		{"create, deleted by someone", func(tr *writeTracker) { tr.wrote(key, toUID("a"), "100") }, false, mirrorAt("a", "100"), true, false},
+		{"delete, its event", func(tr *writeTracker) { tr.deleted(key, toUID("a"), "100") }, false, mirrorAt("a", "100"), true, true},
+		{"delete, a reconcile waited", func(tr *writeTracker) { tr.deleted(key, toUID("a"), "100") }, true, mirrorAt("a", "100"), true, false},
+		{"delete, a new object", func(tr *writeTracker) { tr.deleted(key, toUID("a"), "100") }, false, mirrorAt("b", "150"), false, false},
+		{"no write", func(*writeTracker) {}, false, mirrorAt("a", "100"), false, false},
+	} {
+		tr := newWriteTracker()
+		tc.write(tr)
+		// What the cache holds while the write is pending: nothing yet
+		// after a create, the object still after a delete.
+		var cached *mirrorInfo
+		if tc.delete {
+			cached = mirrorAt("a", "100")
+		}
+		if tc.defer_ && !tr.pending(key, cached) {
+			t.Fatalf("%s: the write is not pending", tc.name)
+		}
+		if own := tr.observe(key, tc.event, tc.delete); own != tc.own {
+			t.Errorf("%s: observe = %v, want %v", tc.name, own, tc.own)
+		}
+	}
+}
