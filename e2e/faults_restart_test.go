@@ -217,7 +217,7 @@ func TestFaultAPIServerRestarts(t *testing.T) {
 // is SIGKILLed five times (a replacement replica starts each time, so three
 // run), with changes made during each handover. Each time a standby takes
 // over once the lease duration has passed since the dead leader's last
-// renewal, at its next retry (checkCrashTakeover); only the leader ever
+// renewal as it can see it, at its next retry (checkCrashTakeover); only the leader ever
 // writes, and every write the API server applied is one a leader counted.
 func TestFaultLeaderFailover(t *testing.T) {
 	ns := newNamespace(t)
