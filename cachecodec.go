@@ -29,30 +29,6 @@ import (
 // is the same, only cheaper in the common case. Only the informer uses
 // this; Client's own Watch returns whole objects.
 
-// cacheNegotiator is fastNegotiator with the cache's framer and codec for
-// JSON.
-type cacheNegotiator struct {
-	runtime.NegotiatedSerializer
-}
-
-func (n cacheNegotiator) SupportedMediaTypes() []runtime.SerializerInfo {
-	infos := n.NegotiatedSerializer.SupportedMediaTypes()
-	out := make([]runtime.SerializerInfo, len(infos))
-	for i, info := range infos {
-		if info.MediaType == runtime.ContentTypeJSON {
-			info.Serializer = cacheCodec{fastCodec{info.Serializer}}
-			if info.StreamSerializer != nil {
-				stream := *info.StreamSerializer
-				stream.Serializer = cacheCodec{fastCodec{stream.Serializer}}
-				stream.Framer = objectFramer{}
-				info.StreamSerializer = &stream
-			}
-		}
-		out[i] = info
-	}
-	return out
-}
-
 // cacheCodec decodes watch envelopes and PodToIps in one pass each (see
 // above), and everything else as fastCodec does.
 type cacheCodec struct {

@@ -18,9 +18,9 @@ import (
 )
 
 // cacheDecoders are the object and envelope decoders of the informer's
-// watch, as the REST client builds them from cacheNegotiator.
+// watch, as the REST client builds them from fastNegotiator with cache set.
 func cacheDecoders() (object, envelope runtime.Decoder) {
-	ns := cacheNegotiator{codecs.WithoutConversion()}
+	ns := fastNegotiator{NegotiatedSerializer: codecs.WithoutConversion(), cache: true}
 	for _, info := range ns.SupportedMediaTypes() {
 		if info.MediaType == runtime.ContentTypeJSON {
 			return ns.DecoderToVersion(info.Serializer, GroupVersion), info.StreamSerializer.Serializer

@@ -50,7 +50,7 @@ type PodToIpInterface interface {
 // controller needs only the basic verbs.
 type Client struct {
 	rest rest.Interface
-	// cacheRest is rest with the cache's codec (see cacheNegotiator), for
+	// cacheRest is rest with the cache's codec (see fastNegotiator and cachecodec.go), for
 	// the informer's list and watch only.
 	cacheRest    rest.Interface
 	fieldManager string
@@ -67,7 +67,7 @@ func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (
 	// Custom resources are served as JSON only.
 	c.ContentType = runtime.ContentTypeJSON
 	c.AcceptContentTypes = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = fastNegotiator{codecs.WithoutConversion()}
+	c.NegotiatedSerializer = fastNegotiator{NegotiatedSerializer: codecs.WithoutConversion()}
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
@@ -76,7 +76,7 @@ func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (
 		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)
 	}
 	cc := rest.CopyConfig(c)
-	cc.NegotiatedSerializer = cacheNegotiator{codecs.WithoutConversion()}
+	cc.NegotiatedSerializer = fastNegotiator{NegotiatedSerializer: codecs.WithoutConversion(), cache: true}
 	crc, err := rest.RESTClientForConfigAndClient(cc, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)

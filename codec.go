@@ -84,20 +84,31 @@ func (c fastCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into r
 }
 
 // fastNegotiator hands out fastCodec in place of the JSON serializer of an
-// otherwise standard negotiated serializer.
+// otherwise standard negotiated serializer; with cache set, cacheCodec and
+// objectFramer (see cachecodec.go), for the informer's watch.
 type fastNegotiator struct {
 	runtime.NegotiatedSerializer
+	cache bool
 }
 
 func (n fastNegotiator) SupportedMediaTypes() []runtime.SerializerInfo {
+	wrap := func(s runtime.Serializer) runtime.Serializer {
+		if n.cache {
+			return cacheCodec{fastCodec{s}}
+		}
+		return fastCodec{s}
+	}
 	infos := n.NegotiatedSerializer.SupportedMediaTypes()
 	out := make([]runtime.SerializerInfo, len(infos))
 	for i, info := range infos {
 		if info.MediaType == runtime.ContentTypeJSON {
-			info.Serializer = fastCodec{info.Serializer}
+			info.Serializer = wrap(info.Serializer)
 			if info.StreamSerializer != nil {
 				stream := *info.StreamSerializer
-				stream.Serializer = fastCodec{stream.Serializer}
+				stream.Serializer = wrap(stream.Serializer)
+				if n.cache {
+					stream.Framer = objectFramer{}
+				}
 				info.StreamSerializer = &stream
 			}
 		}

@@ -108,7 +108,7 @@ func serverJSON(t *testing.T) string {
 // streams (watches), must come with the fast path; other media types must
 // be left as they are.
 func TestFastNegotiatorWrapsOnlyJSON(t *testing.T) {
-	infos := fastNegotiator{codecs.WithoutConversion()}.SupportedMediaTypes()
+	infos := fastNegotiator{NegotiatedSerializer: codecs.WithoutConversion()}.SupportedMediaTypes()
 	std := codecs.WithoutConversion().SupportedMediaTypes()
 	if len(infos) != len(std) || len(infos) < 2 {
 		t.Fatalf("negotiator offers %d media types, the standard one %d", len(infos), len(std))

@@ -15,7 +15,7 @@ func decoders() (standard, fast runtime.Decoder) {
 	for _, info := range ns.SupportedMediaTypes() {
 		if info.MediaType == runtime.ContentTypeJSON {
 			return ns.DecoderToVersion(info.Serializer, GroupVersion),
-				fastNegotiator{ns}.DecoderToVersion(fastCodec{info.Serializer}, GroupVersion)
+				fastNegotiator{NegotiatedSerializer: ns}.DecoderToVersion(fastCodec{info.Serializer}, GroupVersion)
 		}
 	}
 	panic("no JSON serializer")

@@ -303,20 +303,13 @@ func (c *jsonCursor) skipNumber() bool {
 	case i < len(d) && d[i] == '0':
 		i++
 	case i < len(d) && '1' <= d[i] && d[i] <= '9':
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
-		}
+		i = digits(d, i)
 	default:
 		return false
 	}
 	if i < len(d) && d[i] == '.' {
-		i++
-		start := i
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
-		}
-		if i == start {
-			return false
+		if i = digits(d, i+1); d[i-1] == '.' {
+			return false // no digit after the point
 		}
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
@@ -325,15 +318,20 @@ func (c *jsonCursor) skipNumber() bool {
 			i++
 		}
 		start := i
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
-		}
-		if i == start {
+		if i = digits(d, i); i == start {
 			return false
 		}
 	}
 	c.i = i
 	return true
+}
+
+// digits returns the index after the run of decimal digits at d[i:].
+func digits(d []byte, i int) int {
+	for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // end reports whether only whitespace is left.
