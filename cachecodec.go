@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // The PodToIp informer reads one watch event per mirror written, so at a
@@ -107,9 +106,7 @@ func decodeCachedMirror(data []byte) (m *PodToIp, ok bool) {
 		case "podName":
 			m.PodName, ok = c.str()
 		case "podUID":
-			var s string
-			s, ok = c.str()
-			m.PodUID = types.UID(s)
+			m.PodUID, ok = c.uid()
 		case "podAddress":
 			m.PodAddress, ok = c.str()
 		case "podIPs":
@@ -148,9 +145,7 @@ func decodeMirrorMeta(c *jsonCursor, meta *metav1.ObjectMeta) bool {
 		case "generateName":
 			meta.GenerateName, ok = c.str()
 		case "uid":
-			var s string
-			s, ok = c.str()
-			meta.UID = types.UID(s)
+			meta.UID, ok = c.uid()
 		case "resourceVersion":
 			meta.ResourceVersion, ok = c.str()
 		case "labels":
@@ -185,9 +180,7 @@ func decodeOwnerRefs(c *jsonCursor) ([]metav1.OwnerReference, bool) {
 			case "name":
 				ref.Name, ok = c.str()
 			case "uid":
-				var s string
-				s, ok = c.str()
-				ref.UID = types.UID(s)
+				ref.UID, ok = c.uid()
 			case "controller":
 				ref.Controller, ok = c.boolPtr()
 			case "blockOwnerDeletion":
@@ -263,6 +256,18 @@ func (f *objectFrameReader) next() ([]byte, error) {
 	for {
 		for ; i < len(f.buf); i++ {
 			b := f.buf[i]
+			if depth == 0 {
+				// Between events: whitespace, or the next event's '{'.
+				switch b {
+				case ' ', '\t', '\r', '\n':
+					f.start = i + 1
+				case '{':
+					depth = 1
+				default:
+					return nil, fmt.Errorf("watch stream: unexpected %q between events", b)
+				}
+				continue
+			}
 			if inString {
 				switch {
 				case escaped:
@@ -277,31 +282,14 @@ func (f *objectFrameReader) next() ([]byte, error) {
 			switch b {
 			case '"':
 				inString = true
-			case '{':
-				depth++
-			case '[':
-				if depth == 0 {
-					return nil, fmt.Errorf("watch stream: unexpected %q between events", b)
-				}
+			case '{', '[':
 				depth++
 			case '}', ']':
-				depth--
-				if depth == 0 {
+				if depth--; depth == 0 {
 					frame := f.buf[f.start : i+1]
 					f.start = i + 1
 					return frame, nil
 				}
-			case ' ', '\t', '\r', '\n':
-				if depth == 0 {
-					f.start = i + 1 // between frames
-				}
-			default:
-				if depth == 0 {
-					return nil, fmt.Errorf("watch stream: unexpected %q between events", b)
-				}
-			}
-			if depth < 0 || (depth == 0 && inString) {
-				return nil, fmt.Errorf("watch stream: unexpected %q between events", b)
 			}
 		}
 		// Need more: keep the frame read so far at the buffer's start.

@@ -237,15 +237,13 @@ func scanWrittenMeta(body []byte) (*PodToIp, bool) {
 			return c.skip()
 		}
 		return c.object(func(key []byte) (ok bool) {
-			var s string
 			switch string(key) {
 			case "name":
 				out.Name, ok = c.str()
 			case "namespace":
 				out.Namespace, ok = c.str()
 			case "uid":
-				s, ok = c.str()
-				out.UID = types.UID(s)
+				out.UID, ok = c.uid()
 			case "resourceVersion":
 				out.ResourceVersion, ok = c.str()
 			default:

@@ -2,6 +2,8 @@ package main
 
 import (
 	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // jsonCursor reads the JSON the API server writes, field by field, without
@@ -97,6 +99,12 @@ func (c *jsonCursor) str() (string, bool) {
 	}
 	s, ok := c.rawString()
 	return string(s), ok
+}
+
+// uid reads a string as a UID (see str).
+func (c *jsonCursor) uid() (types.UID, bool) {
+	s, ok := c.str()
+	return types.UID(s), ok
 }
 
 // boolean reads true or false; null reads as false.

@@ -89,14 +89,7 @@ type ipList []string
 
 // WriteText writes l as a JSON array of strings.
 func (l ipList) WriteText(b *bytes.Buffer) {
-	b.WriteByte('[')
-	for i, s := range l {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(appendString(b.AvailableBuffer(), s))
-	}
-	b.WriteByte(']')
+	b.Write(appendList(b.AvailableBuffer(), l))
 }
 
 // MarshalLog makes the JSON format log l as an array of strings.
