@@ -52,7 +52,9 @@ type Client struct {
 	rest rest.Interface
 	// cacheRest is rest with the cache's codec (see fastNegotiator and cachecodec.go), for
 	// the informer's list and watch only.
-	cacheRest    rest.Interface
+	cacheRest rest.Interface
+	// write sends creates, updates and deletes (see writer).
+	write        *writer
 	fieldManager string
 }
 
@@ -81,7 +83,11 @@ func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (
 	if err != nil {
 		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)
 	}
-	return &Client{rest: rc, cacheRest: crc, fieldManager: fieldManager}, nil
+	w, err := newWriter(c, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{rest: rc, cacheRest: crc, write: w, fieldManager: fieldManager}, nil
 }
 
 // PodToIps returns the calls for one namespace; "" means all namespaces and is
@@ -136,58 +142,51 @@ func (p *podToIps) Watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 }
 
 func (p *podToIps) Create(ctx context.Context, obj *PodToIp, opts metav1.CreateOptions) (*PodToIp, error) {
-	if opts.FieldManager == "" {
-		opts.FieldManager = p.client.fieldManager
-	}
-	return writtenMeta(writeParams(p.rest.Post().
-		Namespace(p.ns).Resource(Resource), opts.DryRun, opts.FieldManager, opts.FieldValidation).
-		Body(bodyOf(obj)).
-		Do(ctx))
+	return p.send(ctx, http.MethodPost, "", obj, writeOptions{opts.DryRun, opts.FieldManager, opts.FieldValidation})
 }
 
 func (p *podToIps) Update(ctx context.Context, obj *PodToIp, opts metav1.UpdateOptions) (*PodToIp, error) {
-	if opts.FieldManager == "" {
-		opts.FieldManager = p.client.fieldManager
+	if obj.Name == "" {
+		return nil, fmt.Errorf("updating a %s in %q: the object has no name", Resource, p.ns)
 	}
-	return writtenMeta(writeParams(p.rest.Put().
-		Namespace(p.ns).Resource(Resource).Name(obj.Name), opts.DryRun, opts.FieldManager, opts.FieldValidation).
-		Body(bodyOf(obj)).
-		Do(ctx))
+	return p.send(ctx, http.MethodPut, obj.Name, obj, writeOptions{opts.DryRun, opts.FieldManager, opts.FieldValidation})
 }
 
-// bodyOf is what a write sends: the JSON encodeMirror writes, or obj
-// itself for the REST client to encode when encodeMirror declines.
-func bodyOf(obj *PodToIp) any {
+// send writes obj (a create when name is "") and returns the metadata of
+// the object the API server wrote (see PodToIpInterface).
+func (p *podToIps) send(ctx context.Context, method, name string, obj *PodToIp, opts writeOptions) (*PodToIp, error) {
+	if opts.fieldManager == "" {
+		opts.fieldManager = p.client.fieldManager
+	}
+	body, err := bodyOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.client.write.do(ctx, method, p.ns, name, opts, body)
+	if err != nil {
+		return nil, err
+	}
+	defer res.release()
+	return writtenMeta(res.Bytes())
+}
+
+// bodyOf is what a write sends: the JSON encodeMirror writes, or, when it
+// declines, the standard encoding.
+func bodyOf(obj *PodToIp) ([]byte, error) {
 	if b, ok := encodeMirror(obj); ok {
-		return b
+		return b, nil
 	}
-	return obj
-}
-
-// writeParams sets a write's query parameters as converting its options
-// would (VersionedParams), without the conversion's reflection, which is
-// per request.
-func writeParams(r *rest.Request, dryRun []string, fieldManager, fieldValidation string) *rest.Request {
-	for _, d := range dryRun {
-		r.Param("dryRun", d)
+	b, err := runtime.Encode(codecs.LegacyCodec(GroupVersion), obj)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s %s/%s: %w", Resource, obj.Namespace, obj.Name, err)
 	}
-	if fieldManager != "" {
-		r.Param("fieldManager", fieldManager)
-	}
-	if fieldValidation != "" {
-		r.Param("fieldValidation", fieldValidation)
-	}
-	return r
+	return b, nil
 }
 
 // writtenMeta returns the metadata of the object a create or update
-// responded with (see PodToIpInterface), or the request's error. The rest
-// of the response is scanned, not decoded.
-func writtenMeta(res rest.Result) (*PodToIp, error) {
-	if err := res.Error(); err != nil {
-		return nil, err
-	}
-	body, _ := res.Raw()
+// responded with (see PodToIpInterface). The rest of the response is
+// scanned, not decoded.
+func writtenMeta(body []byte) (*PodToIp, error) {
 	if len(body) == 0 {
 		return nil, fmt.Errorf("empty response to a PodToIp write")
 	}
@@ -211,10 +210,20 @@ func writtenMeta(res rest.Result) (*PodToIp, error) {
 }
 
 func (p *podToIps) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	return p.rest.Delete().
-		Namespace(p.ns).Resource(Resource).Name(name).
-		Body(&opts).
-		Do(ctx).Error()
+	if name == "" {
+		return fmt.Errorf("deleting a %s in %q: the name is empty", Resource, p.ns)
+	}
+	// As client-go sends it: DeleteOptions of the group's version.
+	body, err := runtime.Encode(codecs.LegacyCodec(GroupVersion), &opts)
+	if err != nil {
+		return fmt.Errorf("encoding the options to delete %s %s/%s: %w", Resource, p.ns, name, err)
+	}
+	res, err := p.client.write.do(ctx, http.MethodDelete, p.ns, name, writeOptions{}, body)
+	if err != nil {
+		return err
+	}
+	res.release()
+	return nil
 }
 
 // timeoutOf turns the server-side timeout of a list or watch into the
