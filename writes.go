@@ -43,6 +43,9 @@ type writer struct {
 	http    *http.Client
 	limiter flowcontrol.RateLimiter
 	warn    rest.WarningHandlerWithContext
+	// userAgent is set on each request, as the transport would set it, so
+	// that the transport need not copy the request to set it.
+	userAgent string
 	// prefix is the URL up to the namespace: ".../apis/example.com/v1/namespaces/".
 	prefix string
 	host   string
@@ -68,11 +71,12 @@ func newWriter(cfg *rest.Config, httpClient *http.Client) (*writer, error) {
 	u := *base
 	u.Path = strings.TrimSuffix(u.Path, "/") + versioned
 	w := &writer{
-		http:    httpClient,
-		limiter: cfg.RateLimiter,
-		warn:    cfg.WarningHandlerWithContext,
-		prefix:  u.String() + "/namespaces/",
-		host:    u.Host,
+		http:      httpClient,
+		limiter:   cfg.RateLimiter,
+		warn:      cfg.WarningHandlerWithContext,
+		userAgent: cfg.UserAgent,
+		prefix:    u.String() + "/namespaces/",
+		host:      u.Host,
 	}
 	if w.warn == nil && cfg.WarningHandler != nil {
 		w.warn = warningHandlerWithoutContext{cfg.WarningHandler}
@@ -200,6 +204,9 @@ func (w *writer) send(ctx context.Context, method, u string, body []byte) (*http
 	req.Header = http.Header{
 		"Accept":       {runtime.ContentTypeJSON},
 		"Content-Type": {runtime.ContentTypeJSON},
+	}
+	if w.userAgent != "" {
+		req.Header["User-Agent"] = []string{w.userAgent}
 	}
 	metrics.RequestSize.Observe(ctx, method, w.host, float64(len(body)))
 	resp, err := w.http.Do(req)

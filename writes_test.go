@@ -147,16 +147,17 @@ func (r *recordingResult) Increment(_ context.Context, code, method, _ string) {
 }
 
 // TestWriteMetricsAndWarnings: every write is counted in the request
-// metrics as client-go counts its requests, and the API server's warnings
-// reach the configured handler.
+// metrics as client-go counts its requests, carries the configured user
+// agent, and the API server's warnings reach the configured handler.
 func TestWriteMetricsAndWarnings(t *testing.T) {
 	rec := &recordingResult{}
 	old := metrics.RequestResult
 	metrics.RequestResult = rec
 	t.Cleanup(func() { metrics.RequestResult = old })
 
-	var warned []string
+	var warned, agents []string
 	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+		agents = append(agents, r.UserAgent())
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Add("Warning", `299 - "unknown field \"spec.x\""`)
 		switch r.Method {
@@ -170,6 +171,7 @@ func TestWriteMetricsAndWarnings(t *testing.T) {
 			io.WriteString(w, mirrorJSON)
 		}
 	}, func(cfg *rest.Config) {
+		cfg.UserAgent = "podtoip-controller/test"
 		cfg.WarningHandler = warningFunc(func(code int, _ string, text string) { warned = append(warned, text) })
 	})
 	ctx := t.Context()
@@ -185,6 +187,11 @@ func TestWriteMetricsAndWarnings(t *testing.T) {
 	want := []string{"POST 201", "PUT 409", "DELETE 200"}
 	if strings.Join(rec.got, ",") != strings.Join(want, ",") {
 		t.Errorf("requests counted %v, want %v", rec.got, want)
+	}
+	for _, a := range agents {
+		if a != "podtoip-controller/test" {
+			t.Errorf("a write was sent with User-Agent %q, want the configured one", a)
+		}
 	}
 	if len(warned) != 3 || warned[0] != `unknown field "spec.x"` {
 		t.Errorf("warnings handled %q, want the server's on each of the 3 writes", warned)
