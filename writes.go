@@ -86,8 +86,16 @@ func newWriter(cfg *rest.Config, httpClient *http.Client) (*writer, error) {
 	}
 	w.template = u
 	w.template.Path = u.Path + "/namespaces/{namespace}/" + Resource + "/{name}"
-	if cfg.QPS > 0 && w.limiter == nil {
-		w.limiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	if w.limiter == nil && cfg.QPS >= 0 {
+		// As client-go limits a client configured without a limiter.
+		qps, burst := cfg.QPS, cfg.Burst
+		if qps == 0 {
+			qps = rest.DefaultQPS
+		}
+		if burst == 0 {
+			burst = rest.DefaultBurst
+		}
+		w.limiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 	}
 	return w, nil
 }
