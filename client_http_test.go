@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"sync"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 )
 
 // seenRequest is what the fake API server received.
@@ -76,17 +74,7 @@ func (s *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the field manager), the body and the decoded result.
 func TestClientCallsOnTheWire(t *testing.T) {
 	srv := &fakeAPIServer{}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	cfg := &rest.Config{Host: ts.URL}
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := NewClient(cfg, httpClient, fieldManager)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, srv.ServeHTTP, nil)
 	ctx := t.Context()
 	wantQuery := func(req seenRequest, want map[string]string) {
 		t.Helper()
