@@ -588,7 +588,8 @@ func fromHex(c byte) (byte, bool) {
 
 // slimMeta completes metav1.Object for the caches' records (podInfo,
 // mirrorInfo), which define the getters of what they keep (name,
-// namespace, UID, resourceVersion and, for pods, deletionTimestamp).
+// namespace, UID, resourceVersion and, for pods, deletionTimestamp); the
+// assertions below keep both complete.
 // client-go's stores key every object through metav1.Object
 // (cache.MetaNamespaceKeyFunc, several times per event); a record that only
 // offered GetObjectMeta had to build a throwaway ObjectMeta each time, a
@@ -597,15 +598,11 @@ func fromHex(c byte) (byte, bool) {
 // do nothing: nothing modifies a cached object.
 type slimMeta struct{}
 
-func (slimMeta) GetName() string                               { return "" }
 func (slimMeta) SetName(string)                                {}
-func (slimMeta) GetNamespace() string                          { return "" }
 func (slimMeta) SetNamespace(string)                           {}
 func (slimMeta) GetGenerateName() string                       { return "" }
 func (slimMeta) SetGenerateName(string)                        {}
-func (slimMeta) GetUID() types.UID                             { return "" }
 func (slimMeta) SetUID(types.UID)                              {}
-func (slimMeta) GetResourceVersion() string                    { return "" }
 func (slimMeta) SetResourceVersion(string)                     {}
 func (slimMeta) GetGeneration() int64                          { return 0 }
 func (slimMeta) SetGeneration(int64)                           {}

@@ -33,7 +33,8 @@ import (
 // (the same connections, credentials, user agent and access tracking as
 // every other request), where client-go's generic request builder
 // assembled and parsed the URL several times per request, cloned headers
-// and allocated a tenth of all the memory allocated at cold start. It
+// and allocated nearly a third of all the memory allocated at cold start
+// (115 of 368 MB at 10,000 pods). It
 // keeps what that builder gives a write: the shared client-side rate
 // limit, waiting and resending as the API server asks (Retry-After, at
 // most maxWriteRetries times), the API server's warnings, the rest_client_*
