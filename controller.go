@@ -476,11 +476,13 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if err != nil {
 		return err
 	}
-	have, err := c.cachedMirror(key)
+	// The mirror is read by the tracker, which knows when a read is recent
+	// enough to act on (see pending).
+	have, waiting, err := c.tracker.pending(key, func() (*mirrorInfo, error) { return c.cachedMirror(key) })
 	if err != nil {
 		return err
 	}
-	if c.tracker.pending(key, have) {
+	if waiting {
 		// Our last write is not in the cache yet; its watch event will
 		// requeue the key. The delayed add is a safety net only.
 		logger.V(5).Info("Waiting for the cache to see our last write")

@@ -339,3 +339,70 @@ func TestActivateQueuesInBatches(t *testing.T) {
 		}
 	}
 }
+
+// applyingIndexer is the mirror cache of an informer that applies an event
+// during the controller's next read of key: the read returns the object
+// as it was, and the event (its removal from the cache, then the handler)
+// is applied by another goroutine, as the informer's own would. Unless the
+// write tracker is locked, the read returns only once the event is wholly
+// applied: the worst moment for a reconcile that checks the tracker after
+// its read.
+type applyingIndexer struct {
+	cache.Indexer
+	key     string
+	tracker *writeTracker
+	apply   func()
+	done    chan struct{}
+}
+
+func (a *applyingIndexer) GetByKey(key string) (any, bool, error) {
+	obj, exists, err := a.Indexer.GetByKey(key)
+	if key == a.key && a.apply != nil {
+		apply := a.apply
+		a.apply = nil
+		go func() {
+			defer close(a.done)
+			apply()
+		}()
+		if a.tracker.mu.TryLock() {
+			a.tracker.mu.Unlock()
+			<-a.done
+		}
+	}
+	return obj, exists, err
+}
+
+// TestSyncWaitsForDeletionAppliedDuringItsRead checks a reconcile that reads
+// the mirror just as the informer applies the deletion the controller made:
+// the read still shows the mirror, the handler then clears the write's
+// record. Acting on that read would delete the mirror a second time (a 404
+// the 150,000-pod benchmark saw); the reconcile must wait for the event,
+// which queues the key again, and then find nothing to do.
+func TestSyncWaitsForDeletionAppliedDuringItsRead(t *testing.T) {
+	f := newFixture(t)
+	m := f.cached(desiredFor(testPod()), "m-1", "100") // its pod is gone
+	f.sync("web")
+	f.expectActions("delete ns/web")
+
+	ix := &applyingIndexer{Indexer: f.mirrors, key: "ns/web", tracker: f.c.tracker, done: make(chan struct{})}
+	ix.apply = func() {
+		_ = f.mirrors.Delete(m)
+		gone := *m
+		gone.ResourceVersion = "102"
+		f.c.deleteMirror(&gone)
+	}
+	f.c.mirrors = ix
+	f.sync("web")
+	f.expectActions()
+	<-ix.done
+
+	if f.c.queue.Len() != 1 {
+		t.Fatalf("queued %d keys after the deletion's event, want 1 (the key the reconcile put off)", f.c.queue.Len())
+	}
+	f.takeQueued()
+	f.sync("web")
+	f.expectActions()
+	if n := f.c.tracker.len(); n != 0 {
+		t.Errorf("tracker holds %d records, want 0", n)
+	}
+}

@@ -162,15 +162,32 @@ func (t *writeTracker) observe(key cache.ObjectName, m *mirrorInfo, isDelete boo
 	return false
 }
 
-// pending reports whether a write to key has not reached the cache yet, given
-// what the cache holds now (nil if nothing). Expired records are dropped, so
-// a lost event can delay a reconcile but never block it.
-func (t *writeTracker) pending(key cache.ObjectName, cached *mirrorInfo) bool {
+// pending reports whether a write to key has not reached the cache yet. It
+// reads the cache itself, with lookup, and returns what it read: the caller
+// must reconcile from that read and no earlier one.
+//
+// The order is what makes the answer right. observe clears a record only
+// after the informer has applied the event to its cache, so a record found
+// missing means the cache already shows the write, to any read made after
+// that. A read made before could still hold the state the write replaced:
+// the informer may apply the write's event and clear the record between the
+// read and the check, and the reconcile would then repeat the write (at
+// 150,000 pods that sent a second delete of mirrors already gone, answered
+// 404). lookup is therefore called under the tracker's lock, which observe
+// needs too: the read and the check see the same moment, and an event
+// applied meanwhile is observed after them.
+// Expired records are dropped, so a lost event can delay a reconcile but
+// never block it.
+func (t *writeTracker) pending(key cache.ObjectName, lookup func() (*mirrorInfo, error)) (cached *mirrorInfo, waiting bool, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	cached, err = lookup()
+	if err != nil {
+		return nil, false, err
+	}
 	e, ok := t.m[key]
 	if !ok {
-		return false
+		return cached, false, nil
 	}
 	// The write counts as unobserved unless it never reported back (only
 	// the worker holding the key writes it, and it is the one asking), it
@@ -186,10 +203,10 @@ func (t *writeTracker) pending(key cache.ObjectName, cached *mirrorInfo) bool {
 	if !e.inflight && !expired && !seen {
 		e.deferred = true
 		t.m[key] = e
-		return true
+		return cached, true, nil
 	}
 	delete(t.m, key)
-	return false
+	return cached, false, nil
 }
 
 // len returns the number of unobserved writes, for tests.

@@ -18,16 +18,16 @@ func TestWriteTracker(t *testing.T) {
 	tr := newWriteTracker()
 	tr.now = func() time.Time { return now }
 
-	if tr.pending(key, nil) {
+	if pendingWith(tr, key, nil) {
 		t.Fatal("pending without any write")
 	}
 
 	// Create at rv 100: pending until the cache holds rv >= 100.
 	tr.wrote(key, toUID("a"), "100")
-	if !tr.pending(key, nil) || !tr.pending(key, mirrorAt("a", "99")) {
+	if !pendingWith(tr, key, nil) || !pendingWith(tr, key, mirrorAt("a", "99")) {
 		t.Error("create not pending while the cache lags")
 	}
-	if tr.pending(key, mirrorAt("a", "100")) || tr.len() != 0 {
+	if pendingWith(tr, key, mirrorAt("a", "100")) || tr.len() != 0 {
 		t.Error("create still pending once the cache caught up")
 	}
 
@@ -44,15 +44,15 @@ func TestWriteTracker(t *testing.T) {
 
 	// Delete of uid a: pending while the cache still holds a.
 	tr.deleted(key, toUID("a"), "290")
-	if !tr.pending(key, mirrorAt("a", "300")) {
+	if !pendingWith(tr, key, mirrorAt("a", "300")) {
 		t.Error("delete not pending while the cache holds the object")
 	}
-	if tr.pending(key, mirrorAt("b", "301")) {
+	if pendingWith(tr, key, mirrorAt("b", "301")) {
 		t.Error("delete pending although the cache holds a different object")
 	}
 	tr.deleted(key, toUID("a"), "290")
 	tr.observe(key, mirrorAt("a", "300"), true)
-	if tr.pending(key, mirrorAt("a", "300")) {
+	if pendingWith(tr, key, mirrorAt("a", "300")) {
 		t.Error("delete pending after its delete event")
 	}
 
@@ -72,17 +72,17 @@ func TestWriteTracker(t *testing.T) {
 	// before the timeout has passed.
 	tr.wrote(key, toUID("a"), "500")
 	now = now.Add(expectationTimeout)
-	if !tr.pending(key, nil) {
+	if !pendingWith(tr, key, nil) {
 		t.Error("expectation dropped before its timeout")
 	}
 	now = now.Add(time.Nanosecond)
-	if tr.pending(key, nil) {
+	if pendingWith(tr, key, nil) {
 		t.Error("expired expectation still pending")
 	}
 
 	// Unparseable resource versions never block.
 	tr.wrote(key, toUID("a"), "abc")
-	if tr.pending(key, mirrorAt("a", "1")) {
+	if pendingWith(tr, key, mirrorAt("a", "1")) {
 		t.Error("an incomparable resource version blocked the sync")
 	}
 }
@@ -97,7 +97,7 @@ func TestWriteTrackerDeletionsClear(t *testing.T) {
 
 	tr.wrote(key, toUID("a"), "200")
 	tr.observe(key, mirrorAt("a", "150"), true)
-	if tr.pending(key, nil) {
+	if pendingWith(tr, key, nil) {
 		t.Error("an update stayed pending after a tombstone deletion of the object")
 	}
 	tr.wrote(key, toUID("a"), "200")
@@ -164,7 +164,7 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 			if cleared := tr.len() == 0; cleared == tc.wantPending {
 				t.Errorf("record cleared by wrote = %v, want %v", cleared, !tc.wantPending)
 			}
-			if got := tr.pending(key, tc.cached); got != tc.wantPending {
+			if got := pendingWith(tr, key, tc.cached); got != tc.wantPending {
 				t.Errorf("pending = %v, want %v", got, tc.wantPending)
 			}
 		})
@@ -174,13 +174,13 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 	tr := newWriteTracker()
 	tr.begin(key)
 	tr.abandon(key)
-	if tr.len() != 0 || tr.pending(key, nil) {
+	if tr.len() != 0 || pendingWith(tr, key, nil) {
 		t.Error("an abandoned write is still recorded")
 	}
 	// abandon never drops the record of an earlier, successful write.
 	tr.wrote(key, toUID("a"), "300")
 	tr.abandon(key)
-	if !tr.pending(key, nil) {
+	if !pendingWith(tr, key, nil) {
 		t.Error("abandon dropped a completed write's record")
 	}
 }
@@ -201,13 +201,13 @@ func TestWriteTrackerLaggingHandler(t *testing.T) {
 	t.Run("old deletion during the create", func(t *testing.T) {
 		tr := newWriteTracker()
 		tr.deleted(key, toUID("old"), "100")
-		if tr.pending(key, nil) {
+		if pendingWith(tr, key, nil) {
 			t.Fatal("deletion pending although the cache no longer holds the object")
 		}
 		tr.begin(key)
 		tr.observe(key, mirrorAt("old", "150"), true)
 		tr.wrote(key, toUID("new"), "200")
-		if !tr.pending(key, nil) {
+		if !pendingWith(tr, key, nil) {
 			t.Error("create not pending: the previous object's deletion event cleared it")
 		}
 		tr.observe(key, mirrorAt("new", "200"), false)
@@ -220,7 +220,7 @@ func TestWriteTrackerLaggingHandler(t *testing.T) {
 		tr.begin(key)
 		tr.wrote(key, toUID("new"), "200")
 		tr.observe(key, mirrorAt("old", "150"), true)
-		if !tr.pending(key, nil) {
+		if !pendingWith(tr, key, nil) {
 			t.Error("create not pending: the previous object's deletion event cleared it")
 		}
 		// Relisting found "new" deleted before the cache saw it created:
@@ -236,7 +236,7 @@ func TestWriteTrackerLaggingHandler(t *testing.T) {
 		tr.observe(key, mirrorAt("a", "200"), false)
 		tr.observe(key, mirrorAt("a", "250"), true)
 		tr.observe(key, mirrorAt("b", "300"), false)
-		if !tr.pending(key, mirrorAt("b", "300")) {
+		if !pendingWith(tr, key, mirrorAt("b", "300")) {
 			t.Error("delete not pending: events of older objects cleared it")
 		}
 		tr.observe(key, mirrorAt("c", "400"), true)
@@ -276,11 +276,18 @@ func TestWriteTrackerOwnEvent(t *testing.T) {
 		if tc.delete {
 			cached = mirrorAt("a", "100")
 		}
-		if tc.defer_ && !tr.pending(key, cached) {
+		if tc.defer_ && !pendingWith(tr, key, cached) {
 			t.Fatalf("%s: the write is not pending", tc.name)
 		}
 		if own := tr.observe(key, tc.event, tc.delete); own != tc.own {
 			t.Errorf("%s: observe = %v, want %v", tc.name, own, tc.own)
 		}
 	}
+}
+
+// pendingWith asks tr whether a write to key is pending, given that the
+// cache holds cached.
+func pendingWith(tr *writeTracker, key cache.ObjectName, cached *mirrorInfo) bool {
+	_, waiting, _ := tr.pending(key, func() (*mirrorInfo, error) { return cached, nil })
+	return waiting
 }
