@@ -112,3 +112,36 @@ func labels(m *dto.Metric) map[string]string {
 	}
 	return out
 }
+
+// TerminatedWatchers reads apiserver_terminated_watchers_total for one
+// resource of a group: the watches the API server's watch cache ended
+// because their client did not take events as fast as they came (the
+// client then watches again from the last event it had). Such ends also
+// count as WATCH 200 in apiserver_request_total, like any other end.
+func (cp *ControlPlane) TerminatedWatchers(ctx context.Context, group, resource string) (float64, error) {
+	raw, err := cp.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("scraping API server /metrics: %w", err)
+	}
+	return ParseTerminatedWatchers(raw, group, resource)
+}
+
+// ParseTerminatedWatchers reads the apiserver_terminated_watchers_total
+// count of one resource from the API server's /metrics text. The counter
+// has a series only from a resource's first termination, so no series (or
+// no such metric at all, until any watcher of any resource was ended)
+// reads as zero.
+func ParseTerminatedWatchers(raw []byte, group, resource string) (float64, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return 0, fmt.Errorf("parsing API server /metrics: %w", err)
+	}
+	var n float64
+	for _, m := range families["apiserver_terminated_watchers_total"].GetMetric() {
+		if l := labels(m); l["group"] == group && l["resource"] == resource {
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return n, nil
+}

@@ -39,3 +39,29 @@ func TestParseResourceRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestParseTerminatedWatchers: the watches ended for one resource of one
+// group are counted; other resources, and an exposition without the
+// counter (no watcher ended yet), count none.
+func TestParseTerminatedWatchers(t *testing.T) {
+	const text = "# HELP apiserver_terminated_watchers_total x\n# TYPE apiserver_terminated_watchers_total counter\n" +
+		`apiserver_terminated_watchers_total{group="example.com",resource="podtoips"} 3` + "\n" +
+		`apiserver_terminated_watchers_total{group="",resource="pods"} 5` + "\n"
+	for _, tc := range []struct {
+		text, group, resource string
+		want                  float64
+	}{
+		{text, "example.com", "podtoips", 3},
+		{text, "", "pods", 5},
+		{text, "", "podtoips", 0},
+		{"# HELP other_total x\n# TYPE other_total counter\nother_total 3\n", "example.com", "podtoips", 0},
+	} {
+		got, err := ParseTerminatedWatchers([]byte(tc.text), tc.group, tc.resource)
+		if err != nil || got != tc.want {
+			t.Errorf("%s/%s: got %v, %v; want %v", tc.group, tc.resource, got, err, tc.want)
+		}
+	}
+	if _, err := ParseTerminatedWatchers([]byte("not { metrics"), "example.com", "podtoips"); err == nil {
+		t.Error("unparseable exposition: no error")
+	}
+}

@@ -466,6 +466,12 @@ func (b *bench) requests(ctx context.Context) (controlplane.Requests, error) {
 	return b.cp.ResourceRequests(ctx, "podtoips")
 }
 
+// watchesEnded counts the PodToIp watches the API server has ended for
+// slow reading so far.
+func (b *bench) watchesEnded(ctx context.Context) (float64, error) {
+	return b.cp.TerminatedWatchers(ctx, "example.com", "podtoips")
+}
+
 var controllerProc *controlplane.Process
 
 // cold starts the controller with nothing mirrored and times it until the
@@ -475,6 +481,10 @@ func (b *bench) cold(ctx context.Context) error {
 		b.obs.setWant(key(benchNamespace, p.name), want{uid: string(p.uid), node: p.node, ips: p.ips})
 	}
 	before, err := b.requests(ctx)
+	if err != nil {
+		return err
+	}
+	endedBefore, err := b.watchesEnded(ctx)
 	if err != nil {
 		return err
 	}
@@ -515,6 +525,11 @@ func (b *bench) cold(ctx context.Context) error {
 		return err
 	}
 	b.res.Cold.Requests = after.Sub(before)
+	ended, err := b.watchesEnded(ctx)
+	if err != nil {
+		return err
+	}
+	b.res.Cold.WatchesEnded = ended - endedBefore
 	b.res.Cold.CPUSeconds = usage.cpuSeconds
 	b.res.Cold.RSSMiB = usage.rssMiB
 	b.res.Cold.PeakRSSMiB = usage.hwmMiB
@@ -703,6 +718,10 @@ func (b *bench) delete(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	endedBefore, err := b.watchesEnded(ctx)
+	if err != nil {
+		return err
+	}
 	pods := b.kube.CoreV1().Pods(benchNamespace)
 	zero := int64(0)
 	var mu sync.Mutex
@@ -740,6 +759,11 @@ func (b *bench) delete(ctx context.Context) error {
 	b.res.Delete.PodsDeletedSeconds = lastAck.Sub(start).Seconds()
 	b.res.Delete.LastGoneAfterSeconds = max(0, gone.Sub(lastAck).Seconds())
 	b.res.Delete.Requests = after.Sub(before)
+	ended, err := b.watchesEnded(ctx)
+	if err != nil {
+		return err
+	}
+	b.res.Delete.WatchesEnded = ended - endedBefore
 	b.res.Delete.PeakRSSMiB = usage.hwmMiB
 	step("Delete: pods deleted in %.2fs; last mirror gone %.3fs after the last pod delete", b.res.Delete.PodsDeletedSeconds, b.res.Delete.LastGoneAfterSeconds)
 	if _, err := controllerProc.Stop(30 * time.Second); err != nil {

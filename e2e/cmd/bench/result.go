@@ -41,12 +41,17 @@ type Result struct {
 		DeleteSeconds          float64 `json:"deleteSeconds"`
 	} `json:"raw"`
 	Cold struct {
-		Seconds    float64               `json:"seconds"`
-		Ratio      float64               `json:"ratioToRawCreate"`
-		Requests   controlplane.Requests `json:"podtoipsRequests"`
-		CPUSeconds float64               `json:"cpuSeconds"`
-		RSSMiB     float64               `json:"rssMiB"`
-		PeakRSSMiB float64               `json:"peakRSSMiB"`
+		Seconds  float64               `json:"seconds"`
+		Ratio    float64               `json:"ratioToRawCreate"`
+		Requests controlplane.Requests `json:"podtoipsRequests"`
+		// WatchesEnded counts the controller's PodToIp watches the API
+		// server ended because it did not take events as fast as they
+		// came (apiserver_terminated_watchers_total); they are among the
+		// WATCH 200 in Requests.
+		WatchesEnded float64 `json:"podtoipsWatchesEndedForSlowReading"`
+		CPUSeconds   float64 `json:"cpuSeconds"`
+		RSSMiB       float64 `json:"rssMiB"`
+		PeakRSSMiB   float64 `json:"peakRSSMiB"`
 	} `json:"cold"`
 	Restart struct {
 		ExitSeconds  float64 `json:"exitSeconds"`
@@ -75,6 +80,7 @@ type Result struct {
 		PodsDeletedSeconds   float64               `json:"podsDeletedSeconds"`
 		LastGoneAfterSeconds float64               `json:"lastMirrorGoneAfterLastPodDeleteSeconds"`
 		Requests             controlplane.Requests `json:"podtoipsRequests"`
+		WatchesEnded         float64               `json:"podtoipsWatchesEndedForSlowReading"`
 		PeakRSSMiB           float64               `json:"peakRSSMiB"`
 	} `json:"delete"`
 
@@ -273,6 +279,7 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(tw, "limit\traw delete loop\t%.2f s (%.0f/s)\n", r.Raw.DeleteSeconds, float64(r.N)/r.Raw.DeleteSeconds)
 	fmt.Fprintf(tw, "cold\ttime to all mirrors\t%.2f s (%.2f x raw)\n", r.Cold.Seconds, r.Cold.Ratio)
 	fmt.Fprintf(tw, "cold\tpodtoips requests\t%v\n", r.Cold.Requests)
+	fmt.Fprintf(tw, "cold\tpodtoips watches ended by the server (slow reading)\t%.0f\n", r.Cold.WatchesEnded)
 	fmt.Fprintf(tw, "cold\tCPU / RSS / peak RSS\t%.2f s / %.1f MiB / %.1f MiB\n", r.Cold.CPUSeconds, r.Cold.RSSMiB, r.Cold.PeakRSSMiB)
 	if r.Raw.CreateClientCPUSeconds > 0 {
 		fmt.Fprintf(tw, "cold\tCPU vs the raw loop's client\t%.2f x\n", r.Cold.CPUSeconds/r.Raw.CreateClientCPUSeconds)
@@ -298,6 +305,7 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(tw, "churn\tpodtoips requests\t%v\n", r.Churn.Requests)
 	fmt.Fprintf(tw, "delete\tpods deleted / last mirror gone after\t%.2f s / %.3f s\n", r.Delete.PodsDeletedSeconds, r.Delete.LastGoneAfterSeconds)
 	fmt.Fprintf(tw, "delete\tpodtoips requests\t%v\n", r.Delete.Requests)
+	fmt.Fprintf(tw, "delete\tpodtoips watches ended by the server (slow reading)\t%.0f\n", r.Delete.WatchesEnded)
 	tw.Flush()
 	fmt.Fprintf(tw, "\ntarget\tvalue\tbar\tmet\n")
 	for _, t := range r.Targets {
