@@ -468,8 +468,8 @@ func podRef(key cache.ObjectName) klog.ObjectRef {
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", podRef(key))
 	ctx = klog.NewContext(ctx, logger)
-	// When the caches were read: the trail's "observed" time of any write
-	// made below.
+	// When the reconcile began reading the caches: the trail's "observed"
+	// time of any write made below.
 	observed := time.Now()
 
 	pod, err := c.cachedPod(key)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -394,7 +395,11 @@ func TestSyncWaitsForDeletionAppliedDuringItsRead(t *testing.T) {
 	f.c.mirrors = ix
 	f.sync("web")
 	f.expectActions()
-	<-ix.done
+	select {
+	case <-ix.done:
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("the reconcile never read the mirror, so the deletion's event was never applied")
+	}
 
 	if f.c.queue.Len() != 1 {
 		t.Fatalf("queued %d keys after the deletion's event, want 1 (the key the reconcile put off)", f.c.queue.Len())

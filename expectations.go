@@ -11,8 +11,9 @@ import (
 // expectationTimeout bounds how long a write may stay unobserved before the
 // controller stops trusting its record of it and reconciles from the cache
 // again. It is a safety net for a lost event, never the normal path: every
-// sequence of events the informer can deliver clears the record first (see
-// observe).
+// sequence of events the informer can deliver clears the record, in observe
+// or, when the event came before the write's response, at the next
+// reconcile (pending).
 const expectationTimeout = time.Minute
 
 // writeTracker remembers the controller's own writes until the PodToIp
@@ -167,9 +168,9 @@ func (t *writeTracker) observe(key cache.ObjectName, m *mirrorInfo, isDelete boo
 // must reconcile from that read and no earlier one.
 //
 // The order is what makes the answer right. observe clears a record only
-// after the informer has applied the event to its cache, so a record found
-// missing means the cache already shows the write, to any read made after
-// that. A read made before could still hold the state the write replaced:
+// after the informer has applied the event to its cache, so once observe
+// has cleared it, any read made after shows the write. A read made before
+// could still hold the state the write replaced:
 // the informer may apply the write's event and clear the record between the
 // read and the check, and the reconcile would then repeat the write (at
 // 150,000 pods that sent a second delete of mirrors already gone, answered
