@@ -60,11 +60,30 @@ func verbOf(k string) string {
 // /metrics and returns the counts for one resource (e.g. "podtoips"). This
 // is the server's view, independent of anything the controller reports.
 func (cp *ControlPlane) ResourceRequests(ctx context.Context, resource string) (Requests, error) {
+	raw, err := cp.scrapeMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResourceRequests(raw, resource)
+}
+
+// scrapeMetrics returns the API server's /metrics text.
+func (cp *ControlPlane) scrapeMetrics(ctx context.Context) ([]byte, error) {
 	raw, err := cp.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("scraping API server /metrics: %w", err)
 	}
-	return ParseResourceRequests(raw, resource)
+	return raw, nil
+}
+
+// parseMetrics reads the API server's /metrics text into its families.
+func parseMetrics(raw []byte) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parsing API server /metrics: %w", err)
+	}
+	return families, nil
 }
 
 // ParseResourceRequests reads the apiserver_request_total counts of one
@@ -74,10 +93,9 @@ func (cp *ControlPlane) ResourceRequests(ctx context.Context, resource string) (
 // assertion. A resource with no series while others have them is a true
 // zero (the server creates a series at a resource's first request).
 func ParseResourceRequests(raw []byte, resource string) (Requests, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	families, err := parseMetrics(raw)
 	if err != nil {
-		return nil, fmt.Errorf("parsing API server /metrics: %w", err)
+		return nil, err
 	}
 	fam := families["apiserver_request_total"]
 	if fam == nil || len(fam.GetMetric()) == 0 {
@@ -119,9 +137,9 @@ func labels(m *dto.Metric) map[string]string {
 // client then watches again from the last event it had). Such ends also
 // count as WATCH 200 in apiserver_request_total, like any other end.
 func (cp *ControlPlane) TerminatedWatchers(ctx context.Context, group, resource string) (float64, error) {
-	raw, err := cp.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	raw, err := cp.scrapeMetrics(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("scraping API server /metrics: %w", err)
+		return 0, err
 	}
 	return ParseTerminatedWatchers(raw, group, resource)
 }
@@ -132,10 +150,9 @@ func (cp *ControlPlane) TerminatedWatchers(ctx context.Context, group, resource 
 // no such metric at all, until any watcher of any resource was ended)
 // reads as zero.
 func ParseTerminatedWatchers(raw []byte, group, resource string) (float64, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	families, err := parseMetrics(raw)
 	if err != nil {
-		return 0, fmt.Errorf("parsing API server /metrics: %w", err)
+		return 0, err
 	}
 	var n float64
 	for _, m := range families["apiserver_terminated_watchers_total"].GetMetric() {
