@@ -95,14 +95,16 @@ test-unit: ## Run the unit tests (race detector on).
 # machine, and because a duration expiring mid-run can make Go's fuzzer report
 # "context deadline exceeded" as a failure with no crasher (seen here).
 FUZZTIME ?= 5000x
-FUZZ_TARGETS := FuzzCanonicalIP FuzzDesiredMirror FuzzMirrorChanged FuzzApplyDesired FuzzDecodePodToIp FuzzFastCodecMatchesStandard FuzzHolderIndex \
-	FuzzCacheCodecMatchesStandard FuzzCacheEnvelopeMatchesStandard FuzzObjectFramer FuzzScanWrittenMeta FuzzEncodeMirrorMatchesStandard FuzzUID
+# Each fuzz target as package:Target.
+FUZZ_TARGETS := .:FuzzDesiredMirror .:FuzzMirrorChanged .:FuzzApplyDesired .:FuzzDecodePodToIp \
+	./internal/addr:FuzzCanonical ./internal/slim:FuzzUID ./internal/conflicts:FuzzHolderIndex
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZTIME (5000 inputs); a crasher is written to testdata/fuzz/ and fails the run (keep it as a regression seed).
-	@set -e; for f in $(FUZZ_TARGETS); do \
-		echo ">> $$f ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -parallel 1 . ; \
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; f=$${t##*:}; \
+		echo ">> $$pkg $$f ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -parallel 1 $$pkg ; \
 	done
 
 # Mutation testing of the pure logic, kept out of `make test` because it

@@ -9,10 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	sjson "sigs.k8s.io/json"
 )
 
 // scheme knows only the PodToIp types (plus the meta types every group
@@ -31,11 +29,7 @@ func init() {
 
 // PodToIpInterface is the set of calls the controller (and its tests) make on
 // PodToIp objects in one namespace, or in all namespaces for List and Watch
-// when the namespace is "". Create and Update return the written object's
-// metadata only (name, namespace, UID, resourceVersion): the write tracker
-// needs the resourceVersion and nothing else, and decoding the whole
-// response (managedFields included) was a tenth of the controller's CPU at
-// cold start.
+// when the namespace is "".
 type PodToIpInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*PodToIp, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*PodToIpList, error)
@@ -47,14 +41,11 @@ type PodToIpInterface interface {
 
 // Client is a typed REST client for the example.com/v1 API group. It is
 // written by hand instead of generated: the group has a single kind and the
-// controller needs only the basic verbs.
+// controller needs only the basic verbs. Every call goes through client-go's
+// rest.RESTClient, which brings the shared rate limiter, Retry-After
+// handling, the API server's warnings and the rest_client_* metrics.
 type Client struct {
-	rest rest.Interface
-	// cacheRest is rest with the cache's codec (see fastNegotiator and cachecodec.go), for
-	// the informer's list and watch only.
-	cacheRest rest.Interface
-	// write sends creates, updates and deletes (see writer).
-	write        *writer
+	rest         rest.Interface
 	fieldManager string
 }
 
@@ -69,7 +60,7 @@ func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (
 	// Custom resources are served as JSON only.
 	c.ContentType = runtime.ContentTypeJSON
 	c.AcceptContentTypes = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = fastNegotiator{NegotiatedSerializer: codecs.WithoutConversion()}
+	c.NegotiatedSerializer = codecs.WithoutConversion()
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
@@ -77,40 +68,23 @@ func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (
 	if err != nil {
 		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)
 	}
-	cc := rest.CopyConfig(c)
-	cc.NegotiatedSerializer = fastNegotiator{NegotiatedSerializer: codecs.WithoutConversion(), cache: true}
-	crc, err := rest.RESTClientForConfigAndClient(cc, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)
-	}
-	w, err := newWriter(c, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rest: rc, cacheRest: crc, write: w, fieldManager: fieldManager}, nil
+	return &Client{rest: rc, fieldManager: fieldManager}, nil
 }
 
 // PodToIps returns the calls for one namespace; "" means all namespaces and is
 // valid only for List and Watch.
 func (c *Client) PodToIps(namespace string) PodToIpInterface {
-	return &podToIps{client: c, rest: c.rest, ns: namespace}
-}
-
-// cachePodToIps is PodToIps for the informer: Watch returns each PodToIp
-// with only the fields its cache keeps (see decodeCachedMirror).
-func (c *Client) cachePodToIps(namespace string) PodToIpInterface {
-	return &podToIps{client: c, rest: c.cacheRest, ns: namespace}
+	return &podToIps{client: c, ns: namespace}
 }
 
 type podToIps struct {
 	client *Client
-	rest   rest.Interface
 	ns     string
 }
 
 func (p *podToIps) Get(ctx context.Context, name string, opts metav1.GetOptions) (*PodToIp, error) {
 	result := &PodToIp{}
-	err := p.rest.Get().
+	err := p.client.rest.Get().
 		Namespace(p.ns).Resource(Resource).Name(name).
 		VersionedParams(&opts, parameterCodec).
 		Do(ctx).Into(result)
@@ -121,7 +95,7 @@ func (p *podToIps) Get(ctx context.Context, name string, opts metav1.GetOptions)
 // label or field, and pin resource versions.
 func (p *podToIps) List(ctx context.Context, opts metav1.ListOptions) (*PodToIpList, error) {
 	result := &PodToIpList{}
-	err := p.rest.Get().
+	err := p.client.rest.Get().
 		Namespace(p.ns).Resource(Resource).
 		VersionedParams(&opts, parameterCodec).
 		Timeout(timeoutOf(opts)).
@@ -134,7 +108,7 @@ func (p *podToIps) List(ctx context.Context, opts metav1.ListOptions) (*PodToIpL
 // list (WatchList) instead of loading one large response.
 func (p *podToIps) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	return p.rest.Get().
+	return p.client.rest.Get().
 		Namespace(p.ns).Resource(Resource).
 		VersionedParams(&opts, parameterCodec).
 		Timeout(timeoutOf(opts)).
@@ -142,88 +116,42 @@ func (p *podToIps) Watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 }
 
 func (p *podToIps) Create(ctx context.Context, obj *PodToIp, opts metav1.CreateOptions) (*PodToIp, error) {
-	return p.send(ctx, http.MethodPost, "", obj, writeOptions{opts.DryRun, opts.FieldManager, opts.FieldValidation})
+	if opts.FieldManager == "" {
+		opts.FieldManager = p.client.fieldManager
+	}
+	result := &PodToIp{}
+	err := p.client.rest.Post().
+		Namespace(p.ns).Resource(Resource).
+		VersionedParams(&opts, parameterCodec).
+		Body(obj).
+		Do(ctx).Into(result)
+	return result, err
 }
 
 func (p *podToIps) Update(ctx context.Context, obj *PodToIp, opts metav1.UpdateOptions) (*PodToIp, error) {
 	if obj.Name == "" {
 		return nil, fmt.Errorf("updating a %s in %q: the object has no name", Resource, p.ns)
 	}
-	return p.send(ctx, http.MethodPut, obj.Name, obj, writeOptions{opts.DryRun, opts.FieldManager, opts.FieldValidation})
-}
-
-// send writes obj (a create when name is "") and returns the metadata of
-// the object the API server wrote (see PodToIpInterface).
-func (p *podToIps) send(ctx context.Context, method, name string, obj *PodToIp, opts writeOptions) (*PodToIp, error) {
-	if opts.fieldManager == "" {
-		opts.fieldManager = p.client.fieldManager
+	if opts.FieldManager == "" {
+		opts.FieldManager = p.client.fieldManager
 	}
-	body, err := bodyOf(obj)
-	if err != nil {
-		return nil, err
-	}
-	res, err := p.client.write.do(ctx, method, p.ns, name, opts, body)
-	if err != nil {
-		return nil, err
-	}
-	defer res.release()
-	return writtenMeta(res.Bytes())
-}
-
-// bodyOf is what a write sends: the JSON encodeMirror writes, or, when it
-// declines, the standard encoding.
-func bodyOf(obj *PodToIp) ([]byte, error) {
-	if b, ok := encodeMirror(obj); ok {
-		return b, nil
-	}
-	b, err := runtime.Encode(codecs.LegacyCodec(GroupVersion), obj)
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s %s/%s: %w", Resource, obj.Namespace, obj.Name, err)
-	}
-	return b, nil
-}
-
-// writtenMeta returns the metadata of the object a create or update
-// responded with (see PodToIpInterface). The rest of the response is
-// scanned, not decoded.
-func writtenMeta(body []byte) (*PodToIp, error) {
-	if len(body) == 0 {
-		return nil, fmt.Errorf("empty response to a PodToIp write")
-	}
-	if m, ok := scanWrittenMeta(body); ok {
-		return m, nil
-	}
-	var written struct {
-		Metadata struct {
-			Name            string    `json:"name"`
-			Namespace       string    `json:"namespace"`
-			UID             types.UID `json:"uid"`
-			ResourceVersion string    `json:"resourceVersion"`
-		} `json:"metadata"`
-	}
-	// Case-sensitive, as the standard serializer decodes.
-	if err := sjson.UnmarshalCaseSensitivePreserveInts(body, &written); err != nil {
-		return nil, fmt.Errorf("decoding the response to a PodToIp write: %w", err)
-	}
-	m := written.Metadata
-	return &PodToIp{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}}, nil
+	result := &PodToIp{}
+	err := p.client.rest.Put().
+		Namespace(p.ns).Resource(Resource).Name(obj.Name).
+		VersionedParams(&opts, parameterCodec).
+		Body(obj).
+		Do(ctx).Into(result)
+	return result, err
 }
 
 func (p *podToIps) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	if name == "" {
 		return fmt.Errorf("deleting a %s in %q: the name is empty", Resource, p.ns)
 	}
-	// As client-go sends it: DeleteOptions of the group's version.
-	body, err := runtime.Encode(codecs.LegacyCodec(GroupVersion), &opts)
-	if err != nil {
-		return fmt.Errorf("encoding the options to delete %s %s/%s: %w", Resource, p.ns, name, err)
-	}
-	res, err := p.client.write.do(ctx, http.MethodDelete, p.ns, name, writeOptions{}, body)
-	if err != nil {
-		return err
-	}
-	res.release()
-	return nil
+	return p.client.rest.Delete().
+		Namespace(p.ns).Resource(Resource).Name(name).
+		Body(&opts).
+		Do(ctx).Error()
 }
 
 // timeoutOf turns the server-side timeout of a list or watch into the
@@ -233,33 +161,4 @@ func timeoutOf(opts metav1.ListOptions) time.Duration {
 		return 0
 	}
 	return time.Duration(*opts.TimeoutSeconds) * time.Second
-}
-
-// scanWrittenMeta reads the metadata of a written object with jsonCursor,
-// skipping the rest; ok is false for anything it declines (writtenMeta then
-// decodes the standard way).
-func scanWrittenMeta(body []byte) (*PodToIp, bool) {
-	out := &PodToIp{}
-	c := &jsonCursor{data: body}
-	ok := c.object(func(key []byte) bool {
-		if string(key) != "metadata" {
-			return c.skip()
-		}
-		return c.object(func(key []byte) (ok bool) {
-			switch string(key) {
-			case "name":
-				out.Name, ok = c.str()
-			case "namespace":
-				out.Namespace, ok = c.str()
-			case "uid":
-				out.UID, ok = c.uid()
-			case "resourceVersion":
-				out.ResourceVersion, ok = c.str()
-			default:
-				ok = c.skip()
-			}
-			return ok
-		})
-	})
-	return out, ok && c.end()
 }

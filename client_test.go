@@ -1,10 +1,21 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 )
 
 // TestCodecRoundTrip decodes PodToIp JSON as the API server sends it through
@@ -65,5 +76,185 @@ func TestListOptionsPassThrough(t *testing.T) {
 		if got := q.Get(k); got != v {
 			t.Errorf("query %s = %q, want %q (all: %v)", k, got, v, q)
 		}
+	}
+}
+
+// newTestClient is a Client of the API server h.
+func newTestClient(t *testing.T, h http.HandlerFunc) *Client {
+	t.Helper()
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	cfg := &rest.Config{Host: ts.URL}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(cfg, httpClient, fieldManager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// seenRequest is what the fake API server received.
+type seenRequest struct {
+	method, path string
+	query        url.Values
+	body         map[string]any
+}
+
+// fakeAPIServer answers the PodToIp calls with canned JSON and records the
+// requests, so the tests can check what the client puts on the wire.
+type fakeAPIServer struct {
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+func (s *fakeAPIServer) last(t *testing.T) seenRequest {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.seen) == 0 {
+		t.Fatal("no request reached the server")
+	}
+	return s.seen[len(s.seen)-1]
+}
+
+const mirrorJSON = `{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web","namespace":"ns","resourceVersion":"7"},"podName":"web","podUID":"uid-1","podAddress":"10.244.0.5","podIPs":["10.244.0.5"],"nodeName":"node-1"}`
+
+func (s *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req := seenRequest{method: r.Method, path: r.URL.Path, query: r.URL.Query()}
+	if b, _ := io.ReadAll(r.Body); len(b) > 0 {
+		_ = json.Unmarshal(b, &req.body)
+	}
+	s.mu.Lock()
+	s.seen = append(s.seen, req)
+	s.mu.Unlock()
+
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.URL.Path == "/apis/example.com/v1/namespaces/ns/podtoips/gone":
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"details":{"name":"gone","group":"example.com","kind":"podtoips"}}`)
+	case r.URL.Query().Get("watch") == "true":
+		io.WriteString(w, `{"type":"ADDED","object":`+mirrorJSON+"}\n")
+	case r.Method == http.MethodGet && r.URL.Path == "/apis/example.com/v1/podtoips":
+		io.WriteString(w, `{"apiVersion":"example.com/v1","kind":"PodToIpList","metadata":{"resourceVersion":"9"},"items":[`+mirrorJSON+`]}`)
+	case r.Method == http.MethodDelete:
+		io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Success"}`)
+	default:
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusCreated)
+		}
+		io.WriteString(w, mirrorJSON)
+	}
+}
+
+// TestClientCallsOnTheWire drives every verb of the hand-written client
+// against an HTTP server and checks the path, the query (every list option,
+// the field manager), the body and the decoded result.
+func TestClientCallsOnTheWire(t *testing.T) {
+	srv := &fakeAPIServer{}
+	c := newTestClient(t, srv.ServeHTTP)
+	ctx := t.Context()
+	wantQuery := func(req seenRequest, want map[string]string) {
+		t.Helper()
+		for k, v := range want {
+			if got := req.query.Get(k); got != v {
+				t.Errorf("%s %s: query %s = %q, want %q (all: %v)", req.method, req.path, k, got, v, req.query)
+			}
+		}
+	}
+
+	got, err := c.PodToIps("ns").Get(ctx, "web", metav1.GetOptions{ResourceVersion: "3"})
+	if err != nil || got.PodAddress != "10.244.0.5" || got.ResourceVersion != "7" {
+		t.Errorf("Get = %+v, %v", got, err)
+	}
+	if req := srv.last(t); req.method != http.MethodGet || req.path != "/apis/example.com/v1/namespaces/ns/podtoips/web" {
+		t.Errorf("Get sent %s %s", req.method, req.path)
+	} else {
+		wantQuery(req, map[string]string{"resourceVersion": "3"})
+	}
+
+	if _, err := c.PodToIps("ns").Get(ctx, "gone", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Get of a missing object: %v, want a NotFound error", err)
+	}
+
+	send, timeout := true, int64(30)
+	listOpts := metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/managed-by=podtoip-controller", FieldSelector: "podAddress=10.244.0.5",
+		ResourceVersion: "5", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		TimeoutSeconds: &timeout, Limit: 500, Continue: "tok",
+	}
+	list, err := c.PodToIps("").List(ctx, listOpts)
+	if err != nil || len(list.Items) != 1 || list.ResourceVersion != "9" || list.Items[0].Name != "web" {
+		t.Errorf("List = %+v, %v", list, err)
+	}
+	req := srv.last(t)
+	if req.path != "/apis/example.com/v1/podtoips" {
+		t.Errorf("List across namespaces sent %s", req.path)
+	}
+	wantQuery(req, map[string]string{
+		"labelSelector": listOpts.LabelSelector, "fieldSelector": listOpts.FieldSelector, "resourceVersion": "5",
+		"resourceVersionMatch": "NotOlderThan", "timeoutSeconds": "30", "limit": "500", "continue": "tok",
+	})
+
+	w, err := c.PodToIps("ns").Watch(ctx, metav1.ListOptions{
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, SendInitialEvents: &send,
+		AllowWatchBookmarks: true, TimeoutSeconds: &timeout, LabelSelector: "a=b",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if m, ok := ev.Object.(*PodToIp); ev.Type != watch.Added || !ok || m.Name != "web" || m.PodAddress != "10.244.0.5" {
+			t.Errorf("watch event = %s %#v", ev.Type, ev.Object)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch event")
+	}
+	w.Stop()
+	req = srv.last(t)
+	if req.path != "/apis/example.com/v1/namespaces/ns/podtoips" {
+		t.Errorf("Watch sent %s", req.path)
+	}
+	wantQuery(req, map[string]string{
+		"watch": "true", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+		"allowWatchBookmarks": "true", "timeoutSeconds": "30", "labelSelector": "a=b",
+	})
+
+	obj := &PodToIp{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"}, PodName: "web", PodAddress: "10.244.0.5", PodIPs: []string{"10.244.0.5"}}
+	if created, err := c.PodToIps("ns").Create(ctx, obj, metav1.CreateOptions{}); err != nil || created.ResourceVersion != "7" {
+		t.Errorf("Create = %+v, %v", created, err)
+	}
+	req = srv.last(t)
+	if req.method != http.MethodPost || req.path != "/apis/example.com/v1/namespaces/ns/podtoips" {
+		t.Errorf("Create sent %s %s", req.method, req.path)
+	}
+	wantQuery(req, map[string]string{"fieldManager": "podtoip-controller"})
+	if req.body["apiVersion"] != "example.com/v1" || req.body["kind"] != "PodToIp" || req.body["podAddress"] != "10.244.0.5" {
+		t.Errorf("Create body = %v; want apiVersion, kind and the fields", req.body)
+	}
+
+	if _, err := c.PodToIps("ns").Update(ctx, obj, metav1.UpdateOptions{FieldManager: "someone-else"}); err != nil {
+		t.Errorf("Update: %v", err)
+	}
+	req = srv.last(t)
+	if req.method != http.MethodPut || req.path != "/apis/example.com/v1/namespaces/ns/podtoips/web" {
+		t.Errorf("Update sent %s %s", req.method, req.path)
+	}
+	wantQuery(req, map[string]string{"fieldManager": "someone-else"})
+
+	uid := types.UID("uid-9")
+	if err := c.PodToIps("ns").Delete(ctx, "web", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
+		t.Errorf("Delete: %v", err)
+	}
+	req = srv.last(t)
+	if req.method != http.MethodDelete || req.path != "/apis/example.com/v1/namespaces/ns/podtoips/web" {
+		t.Errorf("Delete sent %s %s", req.method, req.path)
+	}
+	if pre, _ := req.body["preconditions"].(map[string]any); pre["uid"] != "uid-9" {
+		t.Errorf("Delete body = %v; want the UID precondition", req.body)
 	}
 }

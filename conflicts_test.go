@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,9 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
@@ -24,6 +21,8 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+
+	"example.com/podtoip-controller/internal/conflicts"
 )
 
 // podAt is testPod named name, in namespace ns, holding ips.
@@ -66,97 +65,26 @@ func TestHeldAddresses(t *testing.T) {
 	}
 }
 
-// TestHolderIndex checks the index against a plain map of sets, through
-// pods coming, moving between addresses and going, in an order where
-// every address is held by one, two or three pods in turn.
-func TestHolderIndex(t *testing.T) {
-	x := newHolderIndex()
-	spec := map[string]map[cache.ObjectName]bool{}
-	held := map[cache.ObjectName][]string{}
-	key := func(i int) cache.ObjectName { return cache.ObjectName{Namespace: "ns", Name: fmt.Sprint("p", i)} }
-	addrs := []string{"10.1.0.1", "10.1.0.2", "fd00::1"}
-	check := func(step string) {
-		t.Helper()
-		for _, a := range addrs {
-			var want []cache.ObjectName
-			for k := range spec[a] {
-				want = append(want, k)
-			}
-			got := x.holders(a)
-			less := func(a, b cache.ObjectName) int { return strings.Compare(a.String(), b.String()) }
-			slices.SortFunc(want, less)
-			slices.SortFunc(got, less)
-			if !slices.Equal(got, want) {
-				t.Fatalf("%s: holders(%s) = %v, want %v", step, a, got, want)
-			}
-		}
-		n := 0
-		for _, set := range spec {
-			if len(set) > 0 {
-				n++
-			}
-		}
-		if x.size() != n || len(x.more) > n {
-			t.Fatalf("%s: %d addresses indexed (%d with several holders), want %d", step, x.size(), len(x.more), n)
-		}
-	}
-	set := func(i int, is ...string) {
-		k := key(i)
-		x.move(k, held[k], is)
-		for _, a := range held[k] {
-			delete(spec[a], k)
-		}
-		for _, a := range is {
-			if spec[a] == nil {
-				spec[a] = map[cache.ObjectName]bool{}
-			}
-			spec[a][k] = true
-		}
-		held[k] = is
-		check(fmt.Sprintf("p%d -> %v", i, is))
-	}
-	for round := range 3 {
-		for i := range 6 {
-			set(i, addrs[(i+round)%3])
-		}
-		set(0, addrs[0], addrs[2])
-		set(3) // gone
-		set(1, addrs[1])
-		set(4, addrs[0])
-		set(0)
-		set(2, addrs[2], addrs[1])
-	}
-	x.move(key(9), []string{"10.9.9.9"}, nil) // never indexed: nothing happens
-	check("removing what is not there")
-	x.move(key(1), []string{addrs[1]}, []string{addrs[1]})
-	check("no change")
-	var none *holderIndex
-	none.move(key(1), nil, addrs)
-	if none.holders(addrs[0]) != nil {
-		t.Error("a nil index has holders")
-	}
-}
-
 func TestConflictsWithOfAndDesiredMirrorWith(t *testing.T) {
 	many := make([]string, 20)
 	for i := range many {
 		many[i] = fmt.Sprintf("Pod ns/p-%02d", 19-i)
 	}
 	for name, tc := range map[string]struct {
-		conflicts []addressConflict
-		want      []string
+		found []conflicts.Conflict
+		want  []string
 	}{
 		"none":    {nil, nil},
-		"one":     {[]addressConflict{{"10.1.0.1", []string{"Pod ns/b"}}}, []string{"Pod ns/b"}},
-		"sorted":  {[]addressConflict{{"10.1.0.1", []string{"Service ns/web", "Pod ns/b", "Node n1"}}}, []string{"Node n1", "Pod ns/b", "Service ns/web"}},
-		"union":   {[]addressConflict{{"10.1.0.1", []string{"Pod ns/b"}}, {"fd00::1", []string{"Node n1", "Pod ns/b"}}}, []string{"Node n1", "Pod ns/b"}},
-		"bounded": {[]addressConflict{{"10.1.0.1", many}}, slices.Sorted(slices.Values(many))[:maxConflictsListed]},
+		"one":     {[]conflicts.Conflict{{Address: "10.1.0.1", Holders: []string{"Pod ns/b"}}}, []string{"Pod ns/b"}},
+		"sorted":  {[]conflicts.Conflict{{Address: "10.1.0.1", Holders: []string{"Service ns/web", "Pod ns/b", "Node n1"}}}, []string{"Node n1", "Pod ns/b", "Service ns/web"}},
+		"union":   {[]conflicts.Conflict{{Address: "10.1.0.1", Holders: []string{"Pod ns/b"}}, {Address: "fd00::1", Holders: []string{"Node n1", "Pod ns/b"}}}, []string{"Node n1", "Pod ns/b"}},
+		"bounded": {[]conflicts.Conflict{{Address: "10.1.0.1", Holders: many}}, slices.Sorted(slices.Values(many))[:conflicts.MaxListed]},
 	} {
-		got := conflictsWithOf(tc.conflicts)
+		got := conflicts.ListedHolders(tc.found)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: conflictsWithOf = %q, want %q", name, got, tc.want)
 		}
-		m, err := desiredMirrorWith(toPodInfo(testPod()), tc.conflicts)
+		m, err := desiredMirrorWith(toPodInfo(testPod()), tc.found)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,10 +95,10 @@ func TestConflictsWithOfAndDesiredMirrorWith(t *testing.T) {
 			t.Errorf("%s: a pod without conflicts wants another mirror than desiredMirror's", name)
 		}
 	}
-	if got := conflictsWithOf([]addressConflict{{"10.1.0.1", many}}); cap(got) != maxConflictsListed {
+	if got := conflicts.ListedHolders([]conflicts.Conflict{{Address: "10.1.0.1", Holders: many}}); cap(got) != conflicts.MaxListed {
 		t.Errorf("the bounded list keeps a capacity of %d: appending to it would write into the rest", cap(got))
 	}
-	if m, err := desiredMirrorWith(toPodInfo(podAt("a")), []addressConflict{{"10.1.0.1", []string{"Pod ns/b"}}}); m != nil || err != nil {
+	if m, err := desiredMirrorWith(toPodInfo(podAt("a")), []conflicts.Conflict{{Address: "10.1.0.1", Holders: []string{"Pod ns/b"}}}); m != nil || err != nil {
 		t.Errorf("a pod without a mirror: %+v, %v", m, err)
 	}
 }
@@ -193,7 +121,7 @@ func TestNewHoldersAndMessage(t *testing.T) {
 			t.Errorf("%s: newHolders = %q, want %q", name, got, tc.new)
 		}
 	}
-	msg := conflictMessage([]addressConflict{{"10.1.0.1", []string{"Pod ns/b", "Service ns/web"}}, {"fd00::1", []string{"Node n1"}}})
+	msg := conflicts.Message([]conflicts.Conflict{{Address: "10.1.0.1", Holders: []string{"Pod ns/b", "Service ns/web"}}, {Address: "fd00::1", Holders: []string{"Node n1"}}})
 	for _, want := range []string{"10.1.0.1 is also held by Pod ns/b, Service ns/web", "fd00::1 is also held by Node n1"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("event message %q lacks %q", msg, want)
@@ -201,59 +129,10 @@ func TestNewHoldersAndMessage(t *testing.T) {
 	}
 }
 
-func TestSlimNodeAndIPAddress(t *testing.T) {
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u", ResourceVersion: "7", Labels: map[string]string{"a": "b"}},
-		Status: corev1.NodeStatus{
-			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeHostName, Address: "n1"},
-				{Type: corev1.NodeInternalIP, Address: "172.18.0.2"},
-				{Type: corev1.NodeInternalIP, Address: "FD00::2"},
-				{Type: corev1.NodeExternalIP, Address: "203.0.113.9"},
-				{Type: corev1.NodeInternalDNS, Address: "n1.cluster.local"},
-				{Type: corev1.NodeExternalIP, Address: "172.18.0.2"},
-			},
-			Images: []corev1.ContainerImage{{Names: []string{"big"}, SizeBytes: 1 << 30}},
-		},
-	}
-	obj, err := slimNode(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := obj.(*nodeInfo)
-	if n.Name != "n1" || n.ResourceVersion != "7" || len(n.Labels) != 0 ||
-		!slices.Equal(n.Addresses, []string{"172.18.0.2", "fd00::2", "203.0.113.9"}) {
-		t.Errorf("slim node %+v, want its name, resourceVersion and IP addresses only, canonical, each once", n)
-	}
-	if again, _ := slimNode(n); again != any(n) {
-		t.Error("slimNode is not idempotent")
-	}
-	if idx, _ := nodeAddressIndexFunc(n); !slices.Equal(idx, n.Addresses) {
-		t.Errorf("node index %q", idx)
-	}
-
-	for name, tc := range map[string]struct {
-		ref  *networkingv1.ParentReference
-		want string
-	}{
-		"a Service":      {&networkingv1.ParentReference{Resource: "services", Namespace: "ns", Name: "web"}, "Service ns/web"},
-		"something else": {&networkingv1.ParentReference{Group: "gateway.networking.k8s.io", Resource: "gateways", Namespace: "ns", Name: "gw"}, ""},
-		"no parent":      {nil, ""},
-	} {
-		obj, err := slimIPAddress(&networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.0.0.7", ResourceVersion: "3"}, Spec: networkingv1.IPAddressSpec{ParentRef: tc.ref}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a := obj.(*ipAddressInfo); a.Name != "10.0.0.7" || a.Holder != tc.want {
-			t.Errorf("%s: slim IPAddress %+v, want holder %q", name, a, tc.want)
-		}
-	}
-}
-
 // conflictFixture is a fixture with the optional checks' caches.
 func conflictFixture(t *testing.T) *fixture {
 	f := newFixture(t)
-	f.c.nodes = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{addressIndex: nodeAddressIndexFunc})
+	f.c.nodes = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{conflicts.AddressIndex: conflicts.NodeAddressIndexFunc})
 	f.c.ipAddresses = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	return f
 }
@@ -312,7 +191,7 @@ func (f *fixture) catchUp(rec *recordingMirrors, from int) {
 		m.ResourceVersion = fmt.Sprint(900 + len(rec.written))
 		info := toMirrorInfo(m)
 		_ = f.mirrors.Update(info)
-		f.c.tracker.observe(key, info, false)
+		f.c.tracker.Observe(key, info.version(), false)
 	}
 }
 
@@ -358,8 +237,8 @@ func TestSyncMarksConflictBetweenPods(t *testing.T) {
 	if n := f.logged("Address conflict started", "address", "10.1.0.1"); n != 1 {
 		t.Errorf("the start was logged %d times, want 1", n)
 	}
-	if f.c.conflicts.addresses() != 1 || conflictsFound(t) != found+1 {
-		t.Errorf("addresses in conflict %d, conflicts found %v; want 1 and %v", f.c.conflicts.addresses(), conflictsFound(t), found+1)
+	if f.c.conflicts.Addresses() != 1 || conflictsFound(t) != found+1 {
+		t.Errorf("addresses in conflict %d, conflicts found %v; want 1 and %v", f.c.conflicts.Addresses(), conflictsFound(t), found+1)
 	}
 
 	// The cache catches up: reconciles write and report nothing.
@@ -423,8 +302,8 @@ func TestSyncMarksConflictBetweenPods(t *testing.T) {
 	if m := rec.written[len(rec.written)-1]; m.Name != "a" || m.Conflict || m.ConflictsWith != nil {
 		t.Errorf("a's mirror after the others left: conflict=%v conflictsWith=%q", m.Conflict, m.ConflictsWith)
 	}
-	if n := f.logged("Address conflict ended", "address", "10.1.0.1"); n != 1 || f.c.conflicts.addresses() != 0 {
-		t.Errorf("the end was logged %d times, %d addresses left in conflict; want 1 and 0", n, f.c.conflicts.addresses())
+	if n := f.logged("Address conflict ended", "address", "10.1.0.1"); n != 1 || f.c.conflicts.Addresses() != 0 {
+		t.Errorf("the end was logged %d times, %d addresses left in conflict; want 1 and 0", n, f.c.conflicts.Addresses())
 	}
 	if e := f.events(); len(e) != 0 {
 		t.Errorf("the end of the conflict recorded %q", e)
@@ -437,9 +316,9 @@ func TestSyncConflictWithNodeAndService(t *testing.T) {
 	f := conflictFixture(t)
 	rec := &recordingMirrors{fakeMirrors: f.client}
 	f.c.mirrorClient = rec
-	node, _ := slimNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.2"}}}})
+	node, _ := conflicts.SlimNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.2"}}}})
 	_ = f.c.nodes.Add(node)
-	svc, _ := slimIPAddress(&networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.0.0.9"}, Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "ns", Name: "web"}}})
+	svc, _ := conflicts.SlimIPAddress(&networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.0.0.9"}, Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "ns", Name: "web"}}})
 	_ = f.c.ipAddresses.Add(svc)
 
 	_ = f.pods.Add(podAt("on-node", "172.18.0.2"))
@@ -457,8 +336,8 @@ func TestSyncConflictWithNodeAndService(t *testing.T) {
 			t.Errorf("%s: conflict=%v conflictsWith=%q, want %q", m.Name, m.Conflict, m.ConflictsWith, w)
 		}
 	}
-	if f.c.conflicts.addresses() != 2 {
-		t.Errorf("%d addresses in conflict, want 2", f.c.conflicts.addresses())
+	if f.c.conflicts.Addresses() != 2 {
+		t.Errorf("%d addresses in conflict, want 2", f.c.conflicts.Addresses())
 	}
 	if e := f.events(); len(e) != 2 || !strings.Contains(strings.Join(e, "\n"), "172.18.0.2 is also held by Node n1") {
 		t.Errorf("events %q", e)
@@ -466,9 +345,9 @@ func TestSyncConflictWithNodeAndService(t *testing.T) {
 
 	// Without the optional caches (the checks do not run), only pods count.
 	f.c.nodes, f.c.ipAddresses = nil, nil
-	conflicts, err := f.c.conflictsOf(cache.ObjectName{Namespace: "ns", Name: "on-node"}, toPodInfo(podAt("on-node", "172.18.0.2")))
-	if err != nil || conflicts != nil {
-		t.Errorf("without the optional checks: %v, %v", conflicts, err)
+	found, err := f.c.conflictsOf(cache.ObjectName{Namespace: "ns", Name: "on-node"}, toPodInfo(podAt("on-node", "172.18.0.2")))
+	if err != nil || found != nil {
+		t.Errorf("without the optional checks: %v, %v", found, err)
 	}
 }
 
@@ -534,28 +413,28 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 			f.c.deletePod(cache.DeletedFinalStateUnknown{Key: "ns/z", Obj: toPodInfo(p)})
 		}, []string{"x", "z"}},
 		"node added": {func(f *fixture) {
-			n, _ := slimNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.0.2"}}}})
+			n, _ := conflicts.SlimNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.0.2"}}}})
 			f.c.addNode(n)
 		}, []string{"y"}},
 		"node address changed": {func(f *fixture) {
-			f.c.updateNode(&nodeInfo{Addresses: []string{"10.1.0.2"}}, &nodeInfo{Addresses: []string{"10.1.0.1"}})
+			f.c.updateNode(&conflicts.NodeInfo{Addresses: []string{"10.1.0.2"}}, &conflicts.NodeInfo{Addresses: []string{"10.1.0.1"}})
 		}, []string{"x", "y", "z"}},
 		"node heartbeat": {func(f *fixture) {
-			f.c.updateNode(&nodeInfo{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}, Addresses: []string{"10.1.0.1"}},
-				&nodeInfo{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "2"}, Addresses: []string{"10.1.0.1"}})
+			f.c.updateNode(&conflicts.NodeInfo{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}, Addresses: []string{"10.1.0.1"}},
+				&conflicts.NodeInfo{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "2"}, Addresses: []string{"10.1.0.1"}})
 		}, nil},
 		"node deleted": {func(f *fixture) {
-			f.c.deleteNode(cache.DeletedFinalStateUnknown{Obj: &nodeInfo{Addresses: []string{"10.1.0.1"}}})
+			f.c.deleteNode(cache.DeletedFinalStateUnknown{Obj: &conflicts.NodeInfo{Addresses: []string{"10.1.0.1"}}})
 		}, []string{"x", "z"}},
 		"ClusterIP allocated": {func(f *fixture) {
-			f.c.addIPAddress(&ipAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: "10.1.0.2"}, Holder: "Service ns/s"})
+			f.c.addIPAddress(&conflicts.IPAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: "10.1.0.2"}, Holder: "Service ns/s"})
 		}, []string{"y"}},
 		"ClusterIP unchanged": {func(f *fixture) {
-			a := &ipAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: "10.1.0.2"}, Holder: "Service ns/s"}
+			a := &conflicts.IPAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: "10.1.0.2"}, Holder: "Service ns/s"}
 			f.c.updateIPAddress(a, a)
 		}, nil},
 		"ClusterIP released": {func(f *fixture) {
-			f.c.deleteIPAddress(&ipAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: "10.1.0.1"}, Holder: "Service ns/s"})
+			f.c.deleteIPAddress(&conflicts.IPAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: "10.1.0.1"}, Holder: "Service ns/s"})
 		}, []string{"x", "z"}},
 	} {
 		f := setup()
@@ -568,126 +447,9 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 	// A standby looks nothing up and queues nothing.
 	f := setup()
 	f.c.active.Store(false)
-	f.c.addNode(&nodeInfo{Addresses: []string{"10.1.0.1"}})
+	f.c.addNode(&conflicts.NodeInfo{Addresses: []string{"10.1.0.1"}})
 	if f.c.queue.Len() != 0 {
 		t.Error("a standby queued the holders of a node's address")
-	}
-}
-
-// TestConflictLedgerFollowsAddresses checks the accounting behind the log
-// lines and the metrics: an address is in conflict from the first pod
-// found in conflict on it until the last one is not.
-func TestConflictLedgerFollowsAddresses(t *testing.T) {
-	f := newFixture(t)
-	l := newConflictLedger()
-	found := conflictsFound(t)
-	key := func(n string) cache.ObjectName { return cache.ObjectName{Namespace: "ns", Name: n} }
-	on := func(addrs ...string) []addressConflict {
-		var out []addressConflict
-		for _, a := range addrs {
-			out = append(out, addressConflict{address: a, holders: []string{"Pod ns/other"}})
-		}
-		return out
-	}
-	steps := []struct {
-		pod              string
-		conflicts        []addressConflict
-		addrs            int
-		started, stopped int
-	}{
-		{"a", on("10.1.0.1"), 1, 1, 0},
-		{"b", on("10.1.0.1"), 1, 1, 0},
-		{"a", on("10.1.0.1", "fd00::1"), 2, 2, 0},
-		{"a", on("fd00::1"), 2, 2, 0}, // b still holds 10.1.0.1 in conflict
-		{"b", nil, 1, 2, 1},
-		{"c", nil, 1, 2, 1},
-		{"a", nil, 0, 2, 2},
-		{"a", on("10.1.0.1"), 1, 3, 2},
-	}
-	for i, s := range steps {
-		l.record(f.ctx, key(s.pod), s.conflicts)
-		started, stopped := f.logged("Address conflict started"), f.logged("Address conflict ended")
-		if l.addresses() != s.addrs || started != s.started || stopped != s.stopped {
-			t.Errorf("step %d (%s): %d addresses, %d starts, %d ends logged; want %d, %d, %d", i, s.pod, l.addresses(), started, stopped, s.addrs, s.started, s.stopped)
-		}
-	}
-	if got := conflictsFound(t) - found; got != 3 {
-		t.Errorf("conflicts found grew by %v, want 3", got)
-	}
-	if n := f.logged("Address conflict started", "holders", "[Pod ns/a Pod ns/other]"); n != 3 {
-		t.Errorf("%d start lines name the pod among the holders, want 3 (steps 0, 2 and 7)", n)
-	}
-	var nilLedger *conflictLedger
-	nilLedger.record(f.ctx, key("a"), on("10.1.0.1"))
-	if nilLedger.addresses() != 0 {
-		t.Error("a nil ledger counts")
-	}
-}
-
-// stubInformer is a SharedIndexInformer whose sync state the test sets.
-type stubInformer struct {
-	cache.SharedIndexInformer
-	synced  bool
-	handler cache.WatchErrorHandlerWithContext
-}
-
-func (s *stubInformer) HasSynced() bool { return s.synced }
-func (s *stubInformer) SetWatchErrorHandlerWithContext(h cache.WatchErrorHandlerWithContext) error {
-	s.handler = h
-	return nil
-}
-
-// TestConflictCheckTurnsOffOnRefusal checks the optional checks: refused
-// (403) or not served (404) before their cache synced, they are off, which
-// lets the workers start, and is said once; other errors are waited out.
-func TestConflictCheckTurnsOffOnRefusal(t *testing.T) {
-	nodesGR := schema.GroupResource{Resource: "nodes"}
-	for name, tc := range map[string]struct {
-		err     error
-		off     bool
-		message string
-	}{
-		"forbidden":   {apierrors.NewForbidden(nodesGR, "", errors.New("RBAC")), true, "Address conflict check against Node addresses is off: the API server refuses to list nodes; grant list and watch on nodes"},
-		"not served":  {apierrors.NewNotFound(nodesGR, ""), true, "Address conflict check against Node addresses is off: the API server does not serve nodes"},
-		"unreachable": {apierrors.NewServiceUnavailable("down"), false, ""},
-		"timeout":     {apierrors.NewTimeoutError("slow", 1), false, ""},
-	} {
-		t.Run(name, func(t *testing.T) {
-			ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true))))
-			inf := &stubInformer{}
-			r := cache.NewReflectorWithOptions(&cache.ListWatch{}, &corev1.Node{}, cache.NewStore(cache.MetaNamespaceKeyFunc), cache.ReflectorOptions{Name: "nodes"})
-			k, err := newConflictCheck(checkNodes, inf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if k.synced() {
-				t.Fatal("synced before any list")
-			}
-			for range 3 {
-				inf.handler(ctx, r, fmt.Errorf("failed to list *v1.Node: %w", tc.err))
-			}
-			if k.synced() != tc.off || k.enabled() {
-				t.Errorf("after %v: synced=%v enabled=%v, want synced=%v (off) and not enabled", tc.err, k.synced(), k.enabled(), tc.off)
-			}
-			n := 0
-			for _, e := range klog.FromContext(ctx).GetSink().(ktesting.Underlier).GetBuffer().Data() {
-				if tc.message != "" && strings.HasPrefix(e.Message, tc.message) {
-					n++
-				}
-			}
-			if tc.message != "" && n != 1 {
-				t.Errorf("the check being off was said %d times, want once", n)
-			}
-
-			// Granted (or served) later: the cache syncs, the check is on.
-			inf.synced = true
-			followCtx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			k.follow(followCtx)
-			if !k.synced() || !k.enabled() || k.off.Load() {
-				t.Errorf("synced: synced=%v enabled=%v off=%v", k.synced(), k.enabled(), k.off.Load())
-			}
-		})
 	}
 }
 
@@ -708,29 +470,30 @@ func TestInformersAsMainBuildsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks, err := newConflictChecks(kube)
+	nodes, ipAddresses, err := newConflictChecks(kube)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checks := []*conflicts.Check{nodes, ipAddresses}
 	mirrorInf := cache.NewSharedIndexInformer(newMemoryLW(&PodToIpList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}), &PodToIp{}, 0, cache.Indexers{})
 	client := &fakeMirrors{}
 	rec := &recordingMirrors{fakeMirrors: client}
-	c, err := NewController(ctx, rec, pods, mirrorInf, record.NewFakeRecorder(10), checks...)
+	c, err := NewController(ctx, rec, Informers{Pods: pods, Mirrors: mirrorInf, Nodes: nodes, IPAddresses: ipAddresses}, record.NewFakeRecorder(10))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The workers wait for the pod handler too: the holder index is filled
 	// by it, after the informer's cache.
-	if n := len(c.synced()); n != 5 {
+	if n := len(c.cachesSynced); n != 5 {
 		t.Errorf("the workers wait for %d things, want 5: pods, their handler, mirrors, two checks", n)
 	}
-	if slices.ContainsFunc(c.synced(), func(s cache.InformerSynced) bool { return s() }) {
+	if slices.ContainsFunc(c.cachesSynced, func(s cache.InformerSynced) bool { return s() }) {
 		t.Error("something counts as synced before the informers ran")
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	for _, inf := range []cache.SharedIndexInformer{pods, mirrorInf, checks[0].informer, checks[1].informer} {
+	for _, inf := range []cache.SharedIndexInformer{pods, mirrorInf, nodes.Informer, ipAddresses.Informer} {
 		wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 	wg.Go(func() { _ = c.Run(ctx, 1) }) // one worker: the recording client is not safe for more
@@ -750,11 +513,13 @@ func TestInformersAsMainBuildsThem(t *testing.T) {
 		}
 	}
 	for _, k := range checks {
-		if !k.enabled() {
-			t.Errorf("check %s is not on", k.name)
+		if !k.Enabled() {
+			t.Errorf("check %s is not on", k.Name)
 		}
 	}
-	if !c.holdersSynced() || c.holders.size() != 4 {
-		t.Errorf("holder index synced=%v with %d addresses, want true and 4", c.holdersSynced(), c.holders.size())
+	for _, a := range []string{"172.18.0.2", "10.0.0.9", "10.1.0.1", "10.1.0.2"} {
+		if len(c.holders.Holders(a)) == 0 {
+			t.Errorf("no holder of %s indexed", a)
+		}
 	}
 }

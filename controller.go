@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,14 +9,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/slim"
+	"example.com/podtoip-controller/internal/tracker"
 )
 
 const (
@@ -49,30 +50,41 @@ type PodToIpsGetter interface {
 	PodToIps(namespace string) PodToIpInterface
 }
 
+// Informers are what the controller reads. The pod informer must use slimPod
+// as its transform and the PodToIp informer slimMirror. Nodes and
+// IPAddresses feed the optional conflict checks (nil: the check does not
+// run); their informers must use conflicts.SlimNode (with the
+// conflicts.AddressIndex index) and conflicts.SlimIPAddress.
+type Informers struct {
+	Pods, Mirrors      cache.SharedIndexInformer
+	Nodes, IPAddresses *conflicts.Check
+}
+
 // Controller keeps one PodToIp per pod that has an IP. Both informers feed
 // pod keys (namespace/name; a mirror has its pod's key) into one queue, and
 // syncHandler converges each key from cached state alone.
 type Controller struct {
 	mirrorClient PodToIpsGetter
+	recorder     record.EventRecorder
 
-	pods       cache.Indexer // of *podInfo
-	podsSynced cache.InformerSynced
+	pods    cache.Indexer // of *podInfo
+	mirrors cache.Indexer // of *mirrorInfo
+	// nodes (of *conflicts.NodeInfo, indexed by address) and ipAddresses
+	// (of *conflicts.IPAddressInfo, keyed by address) feed the optional
+	// conflict checks; nil when a check does not run, empty while it is off.
+	nodes, ipAddresses cache.Indexer
+	// cachesSynced lists what the workers wait for: both caches, the
+	// holder index (else a restart would find a conflict's other holder
+	// missing, clear the mark, and set it again), and each conflict check's
+	// cache unless the check is off.
+	cachesSynced []cache.InformerSynced
+	checks       []*conflicts.Check
+
 	// holders finds the pods holding an address; the pod handlers keep it.
-	// holdersSynced reports that they have seen every pod of the initial
-	// list: the informer's cache syncs before its handlers have run.
-	holders       *holderIndex
-	holdersSynced cache.InformerSynced
-	mirrors       cache.Indexer
-	mirrorsSynced cache.InformerSynced
-
-	// nodes (of *nodeInfo, indexed by addressIndex) and ipAddresses (of
-	// *ipAddressInfo, keyed by address) feed the optional conflict checks;
-	// nil when a check does not run, empty while it is off.
-	nodes       cache.Indexer
-	ipAddresses cache.Indexer
-	checks      []*conflictCheck
+	holders *conflicts.HolderIndex
 	// conflicts follows the addresses in conflict, for logs and metrics.
-	conflicts *conflictLedger
+	conflicts *conflicts.Ledger
+	tracker   *tracker.Tracker
 
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// active is set while workers run. Handlers queue keys only then: a
@@ -82,91 +94,110 @@ type Controller struct {
 	active atomic.Bool
 	// unqueued counts the keys listed at start not queued yet (queueAll).
 	unqueued atomic.Int64
-	recorder record.EventRecorder
-	tracker  *writeTracker
 
-	// foreign remembers the unmanaged PodToIps already reported, so each is
-	// reported once, not on every pod change.
-	foreignMu sync.Mutex
-	foreign   map[cache.ObjectName]foreignReport
-
-	// invalid remembers the pods (by UID) already reported for an address
-	// that is not an IP, so each pod incarnation is reported once, not on
-	// every change of the pod, until its addresses parse again.
-	invalidMu sync.Mutex
-	invalid   map[cache.ObjectName]uid
+	// foreign remembers the unmanaged PodToIps already reported (see
+	// reportForeign); invalid the pods, by UID, already reported for an
+	// address that is not an IP, until their addresses parse again.
+	foreign reported[foreignReport]
+	invalid reported[slim.UID]
 }
 
 // foreignReport is what has been said about an unmanaged PodToIp: the log
 // line once per object, the Warning event once per pod incarnation, since
 // a pod created after (or recreated under) the object must get it too.
 type foreignReport struct {
-	mirror uid // the object logged about
-	pod    uid // the pod told by an event, if any
+	mirror slim.UID // the object logged about
+	pod    slim.UID // the pod told by an event, if any
 }
 
-// NewController wires the handlers of the informers to a new queue and adds
-// the indexes the controller looks addresses up in. The informers must be
-// started by the caller; Run waits for them to sync (for a check, until it
-// is on or off). The pod informer must use slimPod as its transform, a
-// nodes check's informer slimNode and a services check's slimIPAddress.
-func NewController(ctx context.Context, mirrorClient PodToIpsGetter, podInformer cache.SharedIndexInformer,
-	mirrorInformer cache.SharedIndexInformer, recorder record.EventRecorder, checks ...*conflictCheck) (*Controller, error) {
-	c := &Controller{
-		mirrorClient:  mirrorClient,
-		pods:          podInformer.GetIndexer(),
-		podsSynced:    podInformer.HasSynced,
-		mirrors:       mirrorInformer.GetIndexer(),
-		mirrorsSynced: mirrorInformer.HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](retryBaseDelay, retryMaxDelay),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"},
-		),
-		recorder:  recorder,
-		tracker:   newWriteTracker(),
-		foreign:   map[cache.ObjectName]foreignReport{},
-		invalid:   map[cache.ObjectName]uid{},
-		conflicts: newConflictLedger(),
-		holders:   newHolderIndex(),
+// reported remembers, per pod key, what has been reported about it, so that
+// a problem is reported once and not on every change of the pod.
+type reported[V comparable] struct {
+	mu sync.Mutex
+	m  map[cache.ObjectName]V
+}
+
+// swap records v for key and returns what was recorded before.
+func (r *reported[V]) swap(key cache.ObjectName, v V) (prev V) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[cache.ObjectName]V{}
 	}
-	logger := klog.FromContext(ctx)
-	podHandler, err := podInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.addPod,
-		UpdateFunc: c.updatePod,
-		DeleteFunc: c.deletePod,
-	}, cache.HandlerOptions{Logger: &logger})
+	prev, r.m[key] = r.m[key], v
+	return prev
+}
+
+// forget drops what was recorded for key: the problem is gone.
+func (r *reported[V]) forget(key cache.ObjectName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, key)
+}
+
+// count is the number of keys with a problem reported.
+func (r *reported[V]) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
+}
+
+// NewController wires the handlers of the informers to a new queue. The
+// informers must be started by the caller; Run waits for them to sync (for
+// a check, until it is on or off).
+func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informers, recorder record.EventRecorder) (*Controller, error) {
+	c := &Controller{
+		mirrorClient: mirrorClient,
+		recorder:     recorder,
+		pods:         inf.Pods.GetIndexer(),
+		mirrors:      inf.Mirrors.GetIndexer(),
+		holders:      conflicts.NewHolderIndex(),
+		// A closure, not the method value: registering the counter replaces
+		// what it delegates to.
+		conflicts: conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
+		tracker:   tracker.New(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(newRateLimiter(),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"}),
+	}
+	podHandler, err := addHandler(ctx, inf.Pods, c.addPod, c.updatePod, c.deletePod)
 	if err != nil {
 		return nil, fmt.Errorf("adding pod event handler: %w", err)
 	}
-	c.holdersSynced = podHandler.HasSynced
-	if _, err := mirrorInformer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.addMirror,
-		UpdateFunc: c.updateMirror,
-		DeleteFunc: c.deleteMirror,
-	}, cache.HandlerOptions{Logger: &logger}); err != nil {
+	if _, err := addHandler(ctx, inf.Mirrors, c.addMirror, c.updateMirror, c.deleteMirror); err != nil {
 		return nil, fmt.Errorf("adding PodToIp event handler: %w", err)
 	}
-	for _, k := range checks {
-		var handler cache.ResourceEventHandlerFuncs
-		switch k.name {
-		case checkNodes:
-			if err := ensureIndexers(k.informer, cache.Indexers{addressIndex: nodeAddressIndexFunc}); err != nil {
-				return nil, fmt.Errorf("adding the node address index: %w", err)
-			}
-			c.nodes = k.informer.GetIndexer()
-			handler = cache.ResourceEventHandlerFuncs{AddFunc: c.addNode, UpdateFunc: c.updateNode, DeleteFunc: c.deleteNode}
-		case checkServices:
-			c.ipAddresses = k.informer.GetIndexer()
-			handler = cache.ResourceEventHandlerFuncs{AddFunc: c.addIPAddress, UpdateFunc: c.updateIPAddress, DeleteFunc: c.deleteIPAddress}
-		default:
-			return nil, fmt.Errorf("unknown conflict check %q", k.name)
+	c.cachesSynced = []cache.InformerSynced{inf.Pods.HasSynced, inf.Mirrors.HasSynced, podHandler.HasSynced}
+	if k := inf.Nodes; k != nil {
+		if err := ensureIndexers(k.Informer, cache.Indexers{conflicts.AddressIndex: conflicts.NodeAddressIndexFunc}); err != nil {
+			return nil, fmt.Errorf("adding the node address index: %w", err)
 		}
-		if _, err := k.informer.AddEventHandlerWithOptions(handler, cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("adding %s event handler: %w", k.resource, err)
+		if _, err := addHandler(ctx, k.Informer, c.addNode, c.updateNode, c.deleteNode); err != nil {
+			return nil, fmt.Errorf("adding node event handler: %w", err)
 		}
-		c.checks = append(c.checks, k)
+		c.nodes = k.Informer.GetIndexer()
+		c.checks, c.cachesSynced = append(c.checks, k), append(c.cachesSynced, k.Synced)
+	}
+	if k := inf.IPAddresses; k != nil {
+		if _, err := addHandler(ctx, k.Informer, c.addIPAddress, c.updateIPAddress, c.deleteIPAddress); err != nil {
+			return nil, fmt.Errorf("adding IPAddress event handler: %w", err)
+		}
+		c.ipAddresses = k.Informer.GetIndexer()
+		c.checks, c.cachesSynced = append(c.checks, k), append(c.cachesSynced, k.Synced)
 	}
 	return c, nil
+}
+
+// newRateLimiter is the per-pod retry backoff: exponential from
+// retryBaseDelay to retryMaxDelay.
+func newRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](retryBaseDelay, retryMaxDelay)
+}
+
+// addHandler adds the three handlers to inf, logging with ctx's logger.
+func addHandler(ctx context.Context, inf cache.SharedIndexInformer, add func(any), update func(any, any), del func(any)) (cache.ResourceEventHandlerRegistration, error) {
+	logger := klog.FromContext(ctx)
+	return inf.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: update, DeleteFunc: del},
+		cache.HandlerOptions{Logger: &logger})
 }
 
 // ensureIndexers adds the indexes of want that inf does not have yet. An
@@ -209,7 +240,7 @@ func (c *Controller) addPod(obj any) {
 	pod := obj.(*podInfo)
 	key := pod.key()
 	held := heldAddresses(pod)
-	c.holders.move(key, nil, held)
+	c.holders.Move(key, nil, held)
 	c.enqueue(key)
 	c.enqueueHoldersOf(key, held)
 }
@@ -223,7 +254,7 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 	was, is := heldAddresses(old), heldAddresses(cur)
 	changed := !slices.Equal(was, is)
 	if changed {
-		c.holders.move(key, was, is)
+		c.holders.Move(key, was, is)
 	}
 	c.enqueue(key)
 	if changed {
@@ -235,7 +266,7 @@ func (c *Controller) deletePod(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
 		key := pod.key()
 		held := heldAddresses(pod)
-		c.holders.move(key, held, nil)
+		c.holders.Move(key, held, nil)
 		c.enqueue(key)
 		c.enqueueHoldersOf(key, held)
 	}
@@ -244,7 +275,7 @@ func (c *Controller) deletePod(obj any) {
 func (c *Controller) addMirror(obj any) {
 	m := obj.(*mirrorInfo)
 	key := m.key()
-	if c.tracker.observe(key, m, false) {
+	if c.tracker.Observe(key, m.version(), false) {
 		return // our create, as written (see observe)
 	}
 	c.enqueue(key)
@@ -256,7 +287,7 @@ func (c *Controller) updateMirror(oldObj, newObj any) {
 		return
 	}
 	key := cur.key()
-	if c.tracker.observe(key, cur, false) {
+	if c.tracker.Observe(key, cur.version(), false) {
 		return // our update, as written
 	}
 	c.enqueue(key)
@@ -268,7 +299,7 @@ func (c *Controller) deleteMirror(obj any) {
 		return
 	}
 	key := m.key()
-	if c.tracker.observe(key, m, true) {
+	if c.tracker.Observe(key, m.version(), true) {
 		return // our delete
 	}
 	c.enqueue(key)
@@ -300,7 +331,7 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced()...) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.cachesSynced...) {
 		c.queue.ShutDown()
 		return nil // stopped before the caches synced
 	}
@@ -325,21 +356,6 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 	wg.Wait()
 	logger.Info("Workers stopped")
 	return nil
-}
-
-// synced lists what the workers wait for: both caches, the holder index
-// (else a restart would find a conflict's other holder missing, clear the
-// mark, and set it again), and each conflict check's cache unless the check
-// is off.
-func (c *Controller) synced() []cache.InformerSynced {
-	out := []cache.InformerSynced{c.podsSynced, c.mirrorsSynced}
-	if c.holdersSynced != nil {
-		out = append(out, c.holdersSynced)
-	}
-	for _, k := range c.checks {
-		out = append(out, k.synced)
-	}
-	return out
 }
 
 // activate turns on queueing from the event handlers and lists the key of
@@ -460,245 +476,4 @@ func isPermanent(err error) bool {
 // name and namespace in JSON, as klog.KObj names objects.
 func podRef(key cache.ObjectName) klog.ObjectRef {
 	return klog.KRef(key.Namespace, key.Name)
-}
-
-// syncHandler converges the mirror of one pod key: it compares the mirror
-// the pod should have with the cached one and writes only the difference.
-// It reads only from the informer caches.
-func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", podRef(key))
-	ctx = klog.NewContext(ctx, logger)
-	// When the reconcile began reading the caches: the trail's "observed"
-	// time of any write made below.
-	observed := time.Now()
-
-	pod, err := c.cachedPod(key)
-	if err != nil {
-		return err
-	}
-	// The mirror is read by the tracker, which knows when a read is recent
-	// enough to act on (see pending).
-	have, waiting, err := c.tracker.pending(key, func() (*mirrorInfo, error) { return c.cachedMirror(key) })
-	if err != nil {
-		return err
-	}
-	if waiting {
-		// Our last write is not in the cache yet; its watch event will
-		// requeue the key. The delayed add is a safety net only.
-		logger.V(5).Info("Waiting for the cache to see our last write")
-		c.queue.AddAfter(key, expectationTimeout)
-		return nil
-	}
-	if have != nil && !isManaged(have) {
-		c.conflicts.record(ctx, key, nil)
-		c.reportForeign(ctx, key, pod, have)
-		return nil
-	}
-	c.clearForeign(key)
-
-	conflicts, err := c.conflictsOf(key, pod)
-	if err != nil {
-		return err
-	}
-	want, err := desiredMirrorWith(pod, conflicts)
-	var invalid *invalidAddressError
-	if errors.As(err, &invalid) {
-		// Nothing to mirror, and retrying cannot help: the pod changing is
-		// what will, and that queues the key again. A mirror it had before
-		// is removed like that of any pod that should have none.
-		c.reportInvalidAddress(ctx, key, pod, invalid)
-	} else {
-		c.clearInvalid(key)
-	}
-	if want == nil {
-		conflicts = nil // no mirror shows them
-	}
-	c.conflicts.record(ctx, key, conflicts)
-	var wrote bool
-	switch {
-	case want == nil && have == nil:
-		return nil
-	case want == nil:
-		return c.deleteMirrorObject(ctx, key, have, observed)
-	case have == nil:
-		wrote, err = c.createMirror(ctx, key, want, observed)
-	case needsUpdate(have, want):
-		wrote, err = c.updateMirrorObject(ctx, key, have, applyDesired(have, want), observed)
-	default:
-		return nil
-	}
-	if wrote {
-		c.reportConflict(pod, have, want, conflicts)
-	}
-	return err
-}
-
-// cachedPod returns the cached pod of key, or nil. The result is shared with
-// the cache and must not be modified.
-func (c *Controller) cachedPod(key cache.ObjectName) (*podInfo, error) {
-	obj, exists, err := c.pods.GetByKey(key.String())
-	if err != nil {
-		return nil, fmt.Errorf("reading pod %s from cache: %w", key, err)
-	}
-	if !exists {
-		return nil, nil
-	}
-	return obj.(*podInfo), nil
-}
-
-// cachedMirror returns the cached PodToIp of key, or nil. The result is
-// shared with the cache and must not be modified.
-func (c *Controller) cachedMirror(key cache.ObjectName) (*mirrorInfo, error) {
-	obj, exists, err := c.mirrors.GetByKey(key.String())
-	if err != nil {
-		return nil, fmt.Errorf("reading PodToIp %s from cache: %w", key, err)
-	}
-	if !exists {
-		return nil, nil
-	}
-	return obj.(*mirrorInfo), nil
-}
-
-func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp, observed time.Time) (wrote bool, err error) {
-	c.tracker.begin(key)
-	created, err := c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{})
-	if err != nil {
-		c.tracker.abandon(key)
-	}
-	switch {
-	case err == nil:
-		c.tracker.wrote(key, toUID(created.UID), created.ResourceVersion)
-		writesTotal.WithLabelValues("create").Inc()
-		klog.FromContext(ctx).V(4).Info("Created PodToIp", "address", want.PodAddress)
-		logTrail(ctx, trailAssigned, want.trail(), nil, observed)
-		return true, nil
-	case apierrors.IsAlreadyExists(err):
-		// The cache is behind; its add event will requeue the key.
-		klog.FromContext(ctx).V(2).Info("PodToIp already exists; waiting for the cache")
-		return false, nil
-	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
-		// The namespace is going away with the pod; nothing to mirror.
-		klog.FromContext(ctx).V(2).Info("Not creating PodToIp in a terminating namespace")
-		return false, nil
-	default:
-		return false, fmt.Errorf("creating PodToIp %s: %w", key, err)
-	}
-}
-
-func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, obj *PodToIp, observed time.Time) (wrote bool, err error) {
-	c.tracker.begin(key)
-	updated, err := c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{})
-	if err != nil {
-		c.tracker.abandon(key)
-	}
-	switch {
-	case err == nil:
-		c.tracker.wrote(key, toUID(updated.UID), updated.ResourceVersion)
-		writesTotal.WithLabelValues("update").Inc()
-		klog.FromContext(ctx).V(4).Info("Updated PodToIp", "address", obj.PodAddress)
-		if !have.PodUID.is(obj.PodUID) {
-			// The mirror passed to a new pod under the same name (its
-			// deletion was never seen): for the trail, the old pod let go
-			// of its addresses and the new one took its own.
-			logTrail(ctx, trailReleased, have.trail(), nil, observed)
-			logTrail(ctx, trailAssigned, obj.trail(), nil, observed)
-		} else {
-			logTrail(ctx, trailChanged, obj.trail(), have.PodIPs, observed)
-		}
-		return true, nil
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
-		// Someone else changed or deleted it; the watch event for that
-		// change will requeue the key with fresh state.
-		klog.FromContext(ctx).V(2).Info("PodToIp changed underneath us; waiting for the cache", "err", err)
-		return false, nil
-	default:
-		return false, fmt.Errorf("updating PodToIp %s: %w", key, err)
-	}
-}
-
-func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, observed time.Time) error {
-	// The UID precondition makes sure a newer object created under the same
-	// name since the cache was filled is never deleted by mistake.
-	uid := have.UID.UID()
-	err := c.mirrorClient.PodToIps(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid},
-	})
-	switch {
-	case err == nil:
-		c.tracker.deleted(key, have.UID, have.ResourceVersion)
-		writesTotal.WithLabelValues("delete").Inc()
-		klog.FromContext(ctx).V(4).Info("Deleted PodToIp")
-		logTrail(ctx, trailReleased, have.trail(), nil, observed)
-		return nil
-	case apierrors.IsNotFound(err):
-		// Someone else (the garbage collector, after a forced pod
-		// deletion) was faster; the pod let go of its addresses all the
-		// same, and no later reconcile will see the mirror to say so.
-		klog.FromContext(ctx).V(2).Info("PodToIp already gone; waiting for the cache", "err", err)
-		logTrail(ctx, trailReleased, have.trail(), nil, observed)
-		return nil
-	case apierrors.IsConflict(err):
-		klog.FromContext(ctx).V(2).Info("PodToIp replaced; waiting for the cache", "err", err)
-		return nil
-	default:
-		return fmt.Errorf("deleting PodToIp %s: %w", key, err)
-	}
-}
-
-// reportForeign tells users, once per object, that a PodToIp under a pod's
-// name is not ours and is left alone.
-func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *podInfo, m *mirrorInfo) {
-	c.foreignMu.Lock()
-	prev := c.foreign[key]
-	report := foreignReport{mirror: m.UID}
-	if prev.mirror == m.UID {
-		report.pod = prev.pod
-	}
-	logIt := prev.mirror != m.UID
-	eventIt := pod != nil && report.pod != pod.UID
-	if eventIt {
-		report.pod = pod.UID
-	}
-	c.foreign[key] = report
-	c.foreignMu.Unlock()
-	if logIt {
-		klog.FromContext(ctx).Info("Leaving alone a PodToIp that is not managed by this controller",
-			"podtoip", klog.KObj(m), "label", managedByLabel, "value", m.labels()[managedByLabel])
-	}
-	if eventIt && c.recorder != nil {
-		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonNotManaged,
-			"PodToIp %s exists but is not managed by %s (label %s=%q); it is left unchanged. Delete it to let the controller mirror this pod.",
-			key, controllerName, managedByLabel, m.labels()[managedByLabel])
-	}
-}
-
-func (c *Controller) clearForeign(key cache.ObjectName) {
-	c.foreignMu.Lock()
-	defer c.foreignMu.Unlock()
-	delete(c.foreign, key)
-}
-
-// reportInvalidAddress tells users, once per pod incarnation, that the pod
-// gets no mirror because one of its addresses is not an IP: an event on the
-// pod and a log line.
-func (c *Controller) reportInvalidAddress(ctx context.Context, key cache.ObjectName, pod *podInfo, bad *invalidAddressError) {
-	c.invalidMu.Lock()
-	told := c.invalid[key] == pod.UID
-	c.invalid[key] = pod.UID
-	c.invalidMu.Unlock()
-	if told {
-		return
-	}
-	klog.FromContext(ctx).Info("Not mirroring a pod whose address is not an IP address", "field", bad.field, "value", bad.value)
-	if c.recorder != nil {
-		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonInvalidAddress,
-			"%s %q is not an IP address; %s keeps no PodToIp for this pod, so it cannot be looked up by address, until its status holds valid IPs.",
-			bad.field, bad.value, controllerName)
-	}
-}
-
-func (c *Controller) clearInvalid(key cache.ObjectName) {
-	c.invalidMu.Lock()
-	defer c.invalidMu.Unlock()
-	delete(c.invalid, key)
 }

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
+
+	"example.com/podtoip-controller/internal/tracker"
 )
 
 var mirrorsGR = schema.GroupResource{Group: GroupVersion.Group, Resource: Resource}
@@ -47,8 +49,8 @@ func TestSyncToleratesStaleCacheErrors(t *testing.T) {
 			f.client.err = tc.err
 			f.sync("web") // fails the test if an error is returned
 			f.expectActions(tc.want)
-			if n := f.c.tracker.len(); n != 0 {
-				t.Errorf("write tracker holds %d records after a refused write, want 0", n)
+			if f.waiting("web") {
+				t.Error("a reconcile waits for a refused write to show in the cache")
 			}
 		})
 	}
@@ -95,7 +97,7 @@ func TestSyncWritesWhatThePodShows(t *testing.T) {
 	edited.Labels["team"] = "net"
 	edited.Annotations = map[string]string{"note": "x"}
 	have := f.cached(edited, "m-1", "101")
-	f.c.tracker.observe(have.key(), have, false)
+	f.c.tracker.Observe(have.key(), have.version(), false)
 	_ = f.pods.Update(testPod(func(p *corev1.Pod) {
 		p.Status.PodIP = "10.244.0.6"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.6"}}
@@ -113,7 +115,7 @@ func TestSyncWritesWhatThePodShows(t *testing.T) {
 	}
 
 	_ = f.pods.Delete(pod)
-	f.c.tracker = newWriteTracker()
+	f.c.tracker = tracker.New()
 	f.sync("web")
 	if rec.deleteUID != "m-1" {
 		t.Errorf("delete precondition UID = %q, want the cached object's m-1", rec.deleteUID)
@@ -350,10 +352,9 @@ func TestActivateQueuesInBatches(t *testing.T) {
 // its read.
 type applyingIndexer struct {
 	cache.Indexer
-	key     string
-	tracker *writeTracker
-	apply   func()
-	done    chan struct{}
+	key   string
+	apply func()
+	done  chan struct{}
 }
 
 func (a *applyingIndexer) GetByKey(key string) (any, bool, error) {
@@ -365,9 +366,12 @@ func (a *applyingIndexer) GetByKey(key string) (any, bool, error) {
 			defer close(a.done)
 			apply()
 		}()
-		if a.tracker.mu.TryLock() {
-			a.tracker.mu.Unlock()
-			<-a.done
+		// With the read made under the tracker's lock, the event's handler
+		// waits for the reconcile's check; without it, the event is wholly
+		// applied before the read returns. Either way the read returns.
+		select {
+		case <-a.done:
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	return obj, exists, err
@@ -385,7 +389,7 @@ func TestSyncWaitsForDeletionAppliedDuringItsRead(t *testing.T) {
 	f.sync("web")
 	f.expectActions("delete ns/web")
 
-	ix := &applyingIndexer{Indexer: f.mirrors, key: "ns/web", tracker: f.c.tracker, done: make(chan struct{})}
+	ix := &applyingIndexer{Indexer: f.mirrors, key: "ns/web", done: make(chan struct{})}
 	ix.apply = func() {
 		_ = f.mirrors.Delete(m)
 		gone := *m
@@ -407,7 +411,7 @@ func TestSyncWaitsForDeletionAppliedDuringItsRead(t *testing.T) {
 	f.takeQueued()
 	f.sync("web")
 	f.expectActions()
-	if n := f.c.tracker.len(); n != 0 {
-		t.Errorf("tracker holds %d records, want 0", n)
+	if f.waiting("web") {
+		t.Error("a reconcile still waits for the deletion after its event")
 	}
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/go-logr/logr"
 	"strconv"
 	"sync"
 	"testing"
-	"time"
+
+	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/tracker"
+	"example.com/podtoip-controller/internal/trail"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -106,19 +108,14 @@ func newFixture(t *testing.T) *fixture {
 		recorder: record.NewFakeRecorder(10),
 	}
 	f.c = &Controller{
-		mirrorClient:  f.client,
-		pods:          f.pods.Indexer,
-		podsSynced:    func() bool { return true },
-		mirrors:       f.mirrors,
-		mirrorsSynced: func() bool { return true },
-		queue: workqueue.NewTypedRateLimitingQueue(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Second)),
-		recorder:  f.recorder,
-		tracker:   newWriteTracker(),
-		foreign:   map[cache.ObjectName]foreignReport{},
-		invalid:   map[cache.ObjectName]uid{},
-		conflicts: newConflictLedger(),
-		holders:   f.pods.holders,
+		mirrorClient: f.client,
+		pods:         f.pods.Indexer,
+		mirrors:      f.mirrors,
+		queue:        workqueue.NewTypedRateLimitingQueue(newRateLimiter()),
+		recorder:     f.recorder,
+		tracker:      tracker.New(),
+		conflicts:    conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
+		holders:      f.pods.holders,
 	}
 	f.c.active.Store(true) // as when the workers run
 	t.Cleanup(f.c.queue.ShutDown)
@@ -147,25 +144,35 @@ func (f *fixture) trail() []map[string]any {
 	f.t.Helper()
 	var out []map[string]any
 	for _, e := range klog.FromContext(f.ctx).GetSink().(ktesting.Underlier).GetBuffer().Data() {
-		if e.Message != trailMessage {
+		if e.Message != trail.Message {
 			continue
 		}
 		kv := map[string]any{"msg": e.Message, "verbosity": e.Verbosity}
 		for _, list := range [][]any{e.WithKVList, e.ParameterKVList} {
 			for i := 0; i+1 < len(list); i += 2 {
-				// The trail's own value types as a structured format
-				// logs them.
-				v := list[i+1]
-				switch m := v.(type) {
-				case ipList, boolText:
-					v = m.(logr.Marshaler).MarshalLog()
-				}
-				kv[list[i].(string)] = v
+				kv[list[i].(string)] = list[i+1]
 			}
 		}
 		out = append(out, kv)
 	}
 	return out
+}
+
+// waiting reports whether a reconcile of name would wait for the cache to
+// show the controller's last write.
+func (f *fixture) waiting(name string) bool {
+	key := cache.ObjectName{Namespace: "ns", Name: name}
+	w, err := f.c.tracker.Pending(key, func() (tracker.Version, error) {
+		m, err := f.c.cachedMirror(key)
+		if m == nil {
+			return tracker.Version{}, err
+		}
+		return m.version(), err
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return w
 }
 
 // cached stores a mirror in the informer cache as the API server would
@@ -194,7 +201,7 @@ func TestSyncCreatesUpdatesDeletes(t *testing.T) {
 
 	// The cache catches up (the informer reports the object).
 	m := f.cached(desiredFor(pod), "m-1", "101")
-	f.c.tracker.observe(m.key(), m, false)
+	f.c.tracker.Observe(m.key(), m.version(), false)
 	f.sync("web")
 	f.expectActions()
 

@@ -10,6 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"example.com/podtoip-controller/internal/tracker"
+	"example.com/podtoip-controller/internal/trail"
 )
 
 // TestSyncPodWithInvalidAddress checks a pod whose status holds an address
@@ -39,7 +42,7 @@ func TestSyncPodWithInvalidAddress(t *testing.T) {
 			t.Errorf("event %q does not contain %q", ev, want)
 		}
 	}
-	if n := f.c.invalidCount(); n != 1 {
+	if n := f.c.invalid.count(); n != 1 {
 		t.Errorf("invalidCount = %d, want 1", n)
 	}
 
@@ -60,7 +63,7 @@ func TestSyncPodWithInvalidAddress(t *testing.T) {
 	_ = f.pods.Update(testPod(func(p *corev1.Pod) { p.UID = "uid-2" }))
 	f.sync("web")
 	f.expectActions("create ns/web")
-	if n := f.c.invalidCount(); n != 0 {
+	if n := f.c.invalid.count(); n != 0 {
 		t.Errorf("invalidCount = %d after the addresses parse, want 0", n)
 	}
 
@@ -72,16 +75,16 @@ func TestSyncPodWithInvalidAddress(t *testing.T) {
 	if n := len(f.recorder.Events); n != 1 {
 		t.Errorf("recorded %d events after the address turned invalid, want 1", n)
 	}
-	if lines := f.trail(); len(lines) != 2 || lines[1]["event"] != trailReleased {
+	if lines := f.trail(); len(lines) != 2 || lines[1]["event"] != trail.Released {
 		t.Errorf("trail = %v, want assigned then released", lines)
 	}
 
 	// The pod gone: forgotten.
 	_ = f.pods.Delete(bad("uid-2", "nope"))
-	f.c.tracker = newWriteTracker()
+	f.c.tracker = tracker.New()
 	_ = f.mirrors.Delete(&mirrorInfo{})
 	f.sync("web")
-	if n := f.c.invalidCount(); n != 0 {
+	if n := f.c.invalid.count(); n != 0 {
 		t.Errorf("invalidCount = %d after the pod is gone, want 0", n)
 	}
 }
@@ -99,7 +102,7 @@ func TestTrailOneLinePerWrite(t *testing.T) {
 	f.sync("web")
 	f.sync("web") // waiting for the cache: no write, no line
 	m := f.cached(desiredFor(pod), "m-1", "101")
-	f.c.tracker.observe(m.key(), m, false)
+	f.c.tracker.Observe(m.key(), m.version(), false)
 	f.sync("web") // in sync: no line
 
 	moved := testPod(func(p *corev1.Pod) {
@@ -111,14 +114,14 @@ func TestTrailOneLinePerWrite(t *testing.T) {
 	f.sync("web")
 	m = f.cached(applyDesired(m, desiredFor(moved)), "m-1", "102")
 	_ = f.mirrors.Update(m)
-	f.c.tracker.observe(m.key(), m, false)
+	f.c.tracker.Observe(m.key(), m.version(), false)
 
 	// A refused write logs nothing.
 	f.client.err = apierrors.NewConflict(mirrorsGR, "web", nil)
 	_ = f.pods.Update(testPod(func(p *corev1.Pod) { p.Spec.NodeName = "node-3" }))
 	f.sync("web")
 	f.client.err = nil
-	f.c.tracker = newWriteTracker()
+	f.c.tracker = tracker.New()
 
 	_ = f.pods.Delete(moved)
 	f.sync("web")
@@ -130,9 +133,9 @@ func TestTrailOneLinePerWrite(t *testing.T) {
 		event, node, v4, v6 string
 		ips, previous       []string
 	}{
-		{trailAssigned, "node-1", "10.244.0.5", "fd00::5", []string{"10.244.0.5", "fd00::5"}, nil},
-		{trailChanged, "node-2", "10.244.0.6", "fd00::6", []string{"fd00::6", "10.244.0.6"}, []string{"10.244.0.5", "fd00::5"}},
-		{trailReleased, "node-2", "10.244.0.6", "fd00::6", []string{"fd00::6", "10.244.0.6"}, nil},
+		{trail.Assigned, "node-1", "10.244.0.5", "fd00::5", []string{"10.244.0.5", "fd00::5"}, nil},
+		{trail.Changed, "node-2", "10.244.0.6", "fd00::6", []string{"fd00::6", "10.244.0.6"}, []string{"10.244.0.5", "fd00::5"}},
+		{trail.Released, "node-2", "10.244.0.6", "fd00::6", []string{"fd00::6", "10.244.0.6"}, nil},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("trail has %d lines, want %d: %v", len(lines), len(want), lines)
@@ -174,7 +177,7 @@ func TestTrailReleaseOfAMirrorGoneAlready(t *testing.T) {
 	f.sync("web")
 	f.expectActions("delete ns/web")
 	lines := f.trail()
-	if len(lines) != 1 || lines[0]["event"] != trailReleased || fmt.Sprint(lines[0]["podIPs"]) != "[fd00::9]" || lines[0]["podIPv6"] != "fd00::9" {
+	if len(lines) != 1 || lines[0]["event"] != trail.Released || fmt.Sprint(lines[0]["podIPs"]) != "[fd00::9]" || lines[0]["podIPv6"] != "fd00::9" {
 		t.Fatalf("trail = %v, want one release of fd00::9 (canonical)", lines)
 	}
 
@@ -187,9 +190,9 @@ func TestTrailReleaseOfAMirrorGoneAlready(t *testing.T) {
 	f.sync("web")
 	f.expectActions("update ns/web")
 	lines = f.trail()
-	if len(lines) != 2 || lines[0]["event"] != trailReleased || lines[0]["podUID"] != "uid-1" ||
+	if len(lines) != 2 || lines[0]["event"] != trail.Released || lines[0]["podUID"] != "uid-1" ||
 		fmt.Sprint(lines[0]["podIPs"]) != "[10.244.0.5 fd00::5]" ||
-		lines[1]["event"] != trailAssigned || lines[1]["podUID"] != "uid-2" || fmt.Sprint(lines[1]["podIPs"]) != "[10.244.0.9]" {
+		lines[1]["event"] != trail.Assigned || lines[1]["podUID"] != "uid-2" || fmt.Sprint(lines[1]["podIPs"]) != "[10.244.0.9]" {
 		t.Errorf("trail = %v, want the release by uid-1 and the assignment to uid-2", lines)
 	}
 }

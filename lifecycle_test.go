@@ -83,7 +83,7 @@ func TestControllerRunStopsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := &fakeMirrors{}
-	c, err := NewController(ctx, client, pods, mirrorInf, record.NewFakeRecorder(10))
+	c, err := NewController(ctx, client, Informers{Pods: pods, Mirrors: mirrorInf}, record.NewFakeRecorder(10))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,28 +70,28 @@ func registerMetrics(c *Controller) {
 				Namespace: "podtoip", Subsystem: "controller", Name: "foreign_objects",
 				Help:           "PodToIp objects under a pod's name that are not managed by this controller and are left alone.",
 				StabilityLevel: metrics.ALPHA,
-			}, func() float64 { return float64(c.foreignCount()) }),
+			}, func() float64 { return float64(c.foreign.count()) }),
 			metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Subsystem: "controller", Name: "invalid_address_pods",
 				Help:           "Pods that have no PodToIp because an address in their status is not an IP address (each has a PodToIpInvalidAddress event).",
 				StabilityLevel: metrics.ALPHA,
-			}, func() float64 { return float64(c.invalidCount()) }),
+			}, func() float64 { return float64(c.invalid.count()) }),
 			metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Subsystem: "controller", Name: "conflicting_addresses",
 				Help: "Addresses held by more than one live holder (pods, a Service ClusterIP, a Node) right now, as the leader's reconciles found them; " +
 					"each pod involved has conflict=true on its PodToIp. 0 on standbys.",
 				StabilityLevel: metrics.ALPHA,
-			}, func() float64 { return float64(c.conflicts.addresses()) }),
+			}, func() float64 { return float64(c.conflicts.Addresses()) }),
 		)
 		for _, k := range c.checks {
 			legacyregistry.RawMustRegister(metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Subsystem: "controller", Name: "conflict_check_enabled",
 				Help: "1 while an optional address conflict check runs, 0 while it is off (its informer may not list, or the API is not served) or not synced yet. " +
 					"check is nodes (Node addresses) or services (Service ClusterIPs); the check between pods always runs.",
-				ConstLabels:    map[string]string{"check": k.name},
+				ConstLabels:    map[string]string{"check": k.Name},
 				StabilityLevel: metrics.ALPHA,
 			}, func() float64 {
-				if k.enabled() {
+				if k.Enabled() {
 					return 1
 				}
 				return 0
@@ -109,18 +109,6 @@ func (c *Controller) managedMirrors() int {
 		}
 	}
 	return n
-}
-
-func (c *Controller) foreignCount() int {
-	c.foreignMu.Lock()
-	defer c.foreignMu.Unlock()
-	return len(c.foreign)
-}
-
-func (c *Controller) invalidCount() int {
-	c.invalidMu.Lock()
-	defer c.invalidMu.Unlock()
-	return len(c.invalid)
 }
 
 // health answers the liveness and readiness probes. It serves from the

@@ -2,11 +2,15 @@ package main
 
 import (
 	"errors"
-	"k8s.io/apimachinery/pkg/types"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/slim"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -31,16 +35,16 @@ func desiredOf(p *podInfo) *PodToIp {
 // keeps holders as the pod handlers keep the controller's holder index.
 type podStore struct {
 	cache.Indexer
-	holders *holderIndex
+	holders *conflicts.HolderIndex
 }
 
 func newPodStore() podStore {
-	return podStore{cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), newHolderIndex()}
+	return podStore{cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), conflicts.NewHolderIndex()}
 }
 
 func (s podStore) Add(p *corev1.Pod) error {
 	info := toPodInfo(p)
-	s.holders.move(info.key(), nil, heldAddresses(info))
+	s.holders.Move(info.key(), nil, heldAddresses(info))
 	return s.Indexer.Add(info)
 }
 
@@ -51,7 +55,7 @@ func (s podStore) Update(p *corev1.Pod) error {
 	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
 		was = heldAddresses(old.(*podInfo))
 	}
-	s.holders.move(key, was, heldAddresses(info))
+	s.holders.Move(key, was, heldAddresses(info))
 	return s.Indexer.Update(info)
 }
 
@@ -59,7 +63,7 @@ func (s podStore) Delete(p *corev1.Pod) error {
 	info := toPodInfo(p)
 	key := info.key()
 	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
-		s.holders.move(key, heldAddresses(old.(*podInfo)), nil)
+		s.holders.Move(key, heldAddresses(old.(*podInfo)), nil)
 	}
 	return s.Indexer.Delete(info)
 }
@@ -362,12 +366,12 @@ func FuzzUID(f *testing.F) {
 		f.Add(s, "0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11")
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		ua, ub := toUID(types.UID(a)), toUID(types.UID(b))
+		ua, ub := slim.ToUID(types.UID(a)), slim.ToUID(types.UID(b))
 		if ua.UID() != types.UID(a) || ub.UID() != types.UID(b) {
-			t.Fatalf("toUID(%q).UID() = %q, toUID(%q).UID() = %q", a, ua.UID(), b, ub.UID())
+			t.Fatalf("slim.ToUID(%q).UID() = %q, slim.ToUID(%q).UID() = %q", a, ua.UID(), b, ub.UID())
 		}
-		if (ua == ub) != (a == b) || ua.is(types.UID(b)) != (a == b) || !ua.is(types.UID(a)) {
-			t.Fatalf("uids of %q and %q: == %v, is %v", a, b, ua == ub, ua.is(types.UID(b)))
+		if (ua == ub) != (a == b) || ua.Is(types.UID(b)) != (a == b) || !ua.Is(types.UID(a)) {
+			t.Fatalf("uids of %q and %q: == %v, is %v", a, b, ua == ub, ua.Is(types.UID(b)))
 		}
 	})
 }

@@ -1,4 +1,9 @@
-package main
+// Package tracker remembers the controller's own writes of PodToIps until
+// its informer has seen them, so that a reconcile never acts on a cache that
+// does not show the controller's last write yet (a second create fails with
+// 409, a second delete with 404). The EndpointSlice controller keeps such a
+// tracker for its slices.
+package tracker
 
 import (
 	"sync"
@@ -6,17 +11,19 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
+
+	"example.com/podtoip-controller/internal/slim"
 )
 
-// expectationTimeout bounds how long a write may stay unobserved before the
+// Timeout bounds how long a write may stay unobserved before the
 // controller stops trusting its record of it and reconciles from the cache
 // again. It is a safety net for a lost event, never the normal path: every
 // sequence of events the informer can deliver clears the record, in observe
 // or, when the event came before the write's response, at the next
 // reconcile (pending).
-const expectationTimeout = time.Minute
+const Timeout = time.Minute
 
-// writeTracker remembers the controller's own writes until the PodToIp
+// Tracker remembers the controller's own writes until the PodToIp
 // informer has seen them. Between a write and its watch event the cache is
 // stale; a reconcile in that window would repeat the write (a second create
 // fails with 409, a second delete with 404). Like the EndpointSlice
@@ -35,7 +42,7 @@ const expectationTimeout = time.Minute
 //     therefore recorded before it is sent (begin), the events seen in that
 //     window are kept with the record, and wrote matches them once the
 //     write's UID and resourceVersion are known.
-type writeTracker struct {
+type Tracker struct {
 	mu  sync.Mutex
 	now func() time.Time
 	m   map[cache.ObjectName]expectation
@@ -49,7 +56,7 @@ type writeTracker struct {
 type expectation struct {
 	inflight bool
 	deleted  bool
-	uid      uid
+	uid      slim.UID
 	rv       string
 	at       time.Time
 	seen     []observedEvent
@@ -60,7 +67,7 @@ type expectation struct {
 
 // observedEvent is what the tracker keeps of an event seen during a write.
 type observedEvent struct {
-	uid      uid
+	uid      slim.UID
 	rv       string
 	isDelete bool
 }
@@ -86,20 +93,42 @@ func (e expectation) shows(ev observedEvent) bool {
 	return rvNewer(ev.rv, e.rv)
 }
 
-func newWriteTracker() *writeTracker {
-	return &writeTracker{now: time.Now, m: map[cache.ObjectName]expectation{}}
+// New returns an empty Tracker.
+func New() *Tracker {
+	return &Tracker{now: time.Now, m: map[cache.ObjectName]expectation{}}
 }
 
-// begin records that a create or update of key is about to be sent. It must
-// be followed by wrote (on success) or abandon (on failure).
-func (t *writeTracker) begin(key cache.ObjectName) {
+// Version identifies what a cache holds under a key: the object's UID and
+// resourceVersion. The zero Version is no object.
+type Version struct {
+	UID slim.UID
+	RV  string
+}
+
+// Write runs a create or update of key, send, which returns the written
+// object's Version. The write is recorded before it is sent (see Tracker),
+// and forgotten if it fails: there is nothing to wait for.
+func (t *Tracker) Write(key cache.ObjectName, send func() (Version, error)) error {
+	t.begin(key)
+	v, err := send()
+	if err != nil {
+		t.abandon(key)
+		return err
+	}
+	t.wrote(key, v.UID, v.RV)
+	return nil
+}
+
+// begin records that a create or update of key is about to be sent. Write
+// follows it with wrote (on success) or abandon (on failure).
+func (t *Tracker) begin(key cache.ObjectName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.m[key] = expectation{inflight: true, at: t.now()}
 }
 
 // abandon forgets a write that failed: there is nothing to wait for.
-func (t *writeTracker) abandon(key cache.ObjectName) {
+func (t *Tracker) abandon(key cache.ObjectName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m[key].inflight {
@@ -111,7 +140,7 @@ func (t *writeTracker) abandon(key cache.ObjectName) {
 // UID uid at resourceVersion rv. If the informer already delivered an event
 // showing it while the request was returning, there is nothing left to wait
 // for.
-func (t *writeTracker) wrote(key cache.ObjectName, uid uid, rv string) {
+func (t *Tracker) wrote(key cache.ObjectName, uid slim.UID, rv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := expectation{uid: uid, rv: rv, at: t.now()}
@@ -126,15 +155,14 @@ func (t *writeTracker) wrote(key cache.ObjectName, uid uid, rv string) {
 	t.m[key] = e
 }
 
-// deleted records that the object of key with UID uid, last cached at
-// resourceVersion rv, was deleted.
-func (t *writeTracker) deleted(key cache.ObjectName, uid uid, rv string) {
+// Deleted records that the object of key, last cached at v, was deleted.
+func (t *Tracker) Deleted(key cache.ObjectName, v Version) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.m[key] = expectation{deleted: true, uid: uid, rv: rv, at: t.now()}
+	t.m[key] = expectation{deleted: true, uid: v.UID, rv: v.RV, at: t.now()}
 }
 
-// observe is called by the PodToIp event handlers with every object they
+// Observe is called by the PodToIp event handlers with every object they
 // see, and clears the record of key if the event shows the cache has caught
 // up with the write (see expectation.shows).
 //
@@ -144,14 +172,14 @@ func (t *writeTracker) deleted(key cache.ObjectName, uid uid, rv string) {
 // what the controller wrote from the state it read, and anything that
 // changed since queued the key by its own event, so the handler has nothing
 // to queue. At a cold start that is one reconcile saved per mirror.
-func (t *writeTracker) observe(key cache.ObjectName, m *mirrorInfo, isDelete bool) (own bool) {
+func (t *Tracker) Observe(key cache.ObjectName, v Version, isDelete bool) (own bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.m[key]
 	if !ok {
 		return false
 	}
-	ev := observedEvent{uid: m.UID, rv: m.ResourceVersion, isDelete: isDelete}
+	ev := observedEvent{uid: v.UID, rv: v.RV, isDelete: isDelete}
 	switch {
 	case e.inflight:
 		e.seen = append(e.seen, ev)
@@ -163,7 +191,7 @@ func (t *writeTracker) observe(key cache.ObjectName, m *mirrorInfo, isDelete boo
 	return false
 }
 
-// pending reports whether a write to key has not reached the cache yet. It
+// Pending reports whether a write to key has not reached the cache yet. It
 // reads the cache itself, with lookup, and returns what it read: the caller
 // must reconcile from that read and no earlier one.
 //
@@ -172,49 +200,40 @@ func (t *writeTracker) observe(key cache.ObjectName, m *mirrorInfo, isDelete boo
 // has cleared it, any read made after shows the write. A read made before
 // could still hold the state the write replaced:
 // the informer may apply the write's event and clear the record between the
-// read and the check, and the reconcile would then repeat the write (at
-// 150,000 pods that sent a second delete of mirrors already gone, answered
-// 404). lookup is therefore called under the tracker's lock, which observe
+// read and the check, and the reconcile would then repeat the write. lookup is therefore called under the tracker's lock, which observe
 // needs too: the read and the check see the same moment, and an event
 // applied meanwhile is observed after them.
 // Expired records are dropped, so a lost event can delay a reconcile but
 // never block it.
-func (t *writeTracker) pending(key cache.ObjectName, lookup func() (*mirrorInfo, error)) (cached *mirrorInfo, waiting bool, err error) {
+func (t *Tracker) Pending(key cache.ObjectName, lookup func() (Version, error)) (waiting bool, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	cached, err = lookup()
+	cached, err := lookup()
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	e, ok := t.m[key]
 	if !ok {
-		return cached, false, nil
+		return false, nil
 	}
 	// The write counts as unobserved unless it never reported back (only
 	// the worker holding the key writes it, and it is the one asking), it
 	// expired, or the cache already shows it. The cache only moves forward:
 	// once it held the object we deleted, any other object it holds is newer.
-	expired := t.now().Sub(e.at) > expectationTimeout
+	expired := t.now().Sub(e.at) > Timeout
 	var seen bool
 	if e.deleted {
-		seen = cached == nil || cached.UID != e.uid
+		seen = cached == (Version{}) || cached.UID != e.uid
 	} else {
-		seen = cached != nil && rvAtLeast(cached.ResourceVersion, e.rv)
+		seen = cached != (Version{}) && rvAtLeast(cached.RV, e.rv)
 	}
 	if !e.inflight && !expired && !seen {
 		e.deferred = true
 		t.m[key] = e
-		return cached, true, nil
+		return true, nil
 	}
 	delete(t.m, key)
-	return cached, false, nil
-}
-
-// len returns the number of unobserved writes, for tests.
-func (t *writeTracker) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.m)
+	return false, nil
 }
 
 // rvAtLeast reports whether resourceVersion a is the same as or newer than b.

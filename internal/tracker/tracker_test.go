@@ -1,4 +1,4 @@
-package main
+package tracker
 
 import (
 	"testing"
@@ -6,16 +6,25 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"example.com/podtoip-controller/internal/slim"
 )
 
-func mirrorAt(uid, rv string) *mirrorInfo {
-	return &mirrorInfo{Namespace: "ns", Name: "web", UID: toUID(types.UID(uid)), ResourceVersion: rv}
+func mirrorAt(uid, rv string) *Version {
+	return &Version{UID: slim.ToUID(types.UID(uid)), RV: rv}
+}
+
+// size is the number of unobserved writes.
+func size(tr *Tracker) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.m)
 }
 
 func TestWriteTracker(t *testing.T) {
 	key := cache.ObjectName{Namespace: "ns", Name: "web"}
 	now := time.Unix(1000, 0)
-	tr := newWriteTracker()
+	tr := New()
 	tr.now = func() time.Time { return now }
 
 	if pendingWith(tr, key, nil) {
@@ -23,55 +32,55 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Create at rv 100: pending until the cache holds rv >= 100.
-	tr.wrote(key, toUID("a"), "100")
+	tr.wrote(key, slim.ToUID("a"), "100")
 	if !pendingWith(tr, key, nil) || !pendingWith(tr, key, mirrorAt("a", "99")) {
 		t.Error("create not pending while the cache lags")
 	}
-	if pendingWith(tr, key, mirrorAt("a", "100")) || tr.len() != 0 {
+	if pendingWith(tr, key, mirrorAt("a", "100")) || size(tr) != 0 {
 		t.Error("create still pending once the cache caught up")
 	}
 
 	// Observed through an event before the next sync.
-	tr.wrote(key, toUID("a"), "200")
-	tr.observe(key, mirrorAt("a", "150"), false)
-	if tr.len() != 1 {
+	tr.wrote(key, slim.ToUID("a"), "200")
+	tr.Observe(key, *mirrorAt("a", "150"), false)
+	if size(tr) != 1 {
 		t.Error("an older event cleared the expectation")
 	}
-	tr.observe(key, mirrorAt("a", "1000"), false) // numerically newer, lexically smaller
-	if tr.len() != 0 {
+	tr.Observe(key, *mirrorAt("a", "1000"), false) // numerically newer, lexically smaller
+	if size(tr) != 0 {
 		t.Error("a newer event did not clear the expectation")
 	}
 
 	// Delete of uid a: pending while the cache still holds a.
-	tr.deleted(key, toUID("a"), "290")
+	tr.Deleted(key, Version{slim.ToUID("a"), "290"})
 	if !pendingWith(tr, key, mirrorAt("a", "300")) {
 		t.Error("delete not pending while the cache holds the object")
 	}
 	if pendingWith(tr, key, mirrorAt("b", "301")) {
 		t.Error("delete pending although the cache holds a different object")
 	}
-	tr.deleted(key, toUID("a"), "290")
-	tr.observe(key, mirrorAt("a", "300"), true)
+	tr.Deleted(key, Version{slim.ToUID("a"), "290"})
+	tr.Observe(key, *mirrorAt("a", "300"), true)
 	if pendingWith(tr, key, mirrorAt("a", "300")) {
 		t.Error("delete pending after its delete event")
 	}
 
 	// After a delete, an update event of the same object says nothing; one
 	// of a new object under the name shows the delete happened.
-	tr.deleted(key, toUID("a"), "290")
-	tr.observe(key, mirrorAt("a", "310"), false)
-	if tr.len() != 1 {
+	tr.Deleted(key, Version{slim.ToUID("a"), "290"})
+	tr.Observe(key, *mirrorAt("a", "310"), false)
+	if size(tr) != 1 {
 		t.Error("an event of the deleted object itself cleared the delete")
 	}
-	tr.observe(key, mirrorAt("b", "311"), false)
-	if tr.len() != 0 {
+	tr.Observe(key, *mirrorAt("b", "311"), false)
+	if size(tr) != 0 {
 		t.Error("an event of a new object under the name did not clear the delete")
 	}
 
 	// Expectations expire, so a lost event delays but never blocks; not
 	// before the timeout has passed.
-	tr.wrote(key, toUID("a"), "500")
-	now = now.Add(expectationTimeout)
+	tr.wrote(key, slim.ToUID("a"), "500")
+	now = now.Add(Timeout)
 	if !pendingWith(tr, key, nil) {
 		t.Error("expectation dropped before its timeout")
 	}
@@ -81,7 +90,7 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Unparseable resource versions never block.
-	tr.wrote(key, toUID("a"), "abc")
+	tr.wrote(key, slim.ToUID("a"), "abc")
 	if pendingWith(tr, key, mirrorAt("a", "1")) {
 		t.Error("an incomparable resource version blocked the sync")
 	}
@@ -93,16 +102,16 @@ func TestWriteTracker(t *testing.T) {
 // object, older than the write.
 func TestWriteTrackerDeletionsClear(t *testing.T) {
 	key := cache.ObjectName{Namespace: "ns", Name: "web"}
-	tr := newWriteTracker()
+	tr := New()
 
-	tr.wrote(key, toUID("a"), "200")
-	tr.observe(key, mirrorAt("a", "150"), true)
+	tr.wrote(key, slim.ToUID("a"), "200")
+	tr.Observe(key, *mirrorAt("a", "150"), true)
 	if pendingWith(tr, key, nil) {
 		t.Error("an update stayed pending after a tombstone deletion of the object")
 	}
-	tr.wrote(key, toUID("a"), "200")
-	tr.observe(key, mirrorAt("a", "200"), true)
-	if tr.len() != 0 {
+	tr.wrote(key, slim.ToUID("a"), "200")
+	tr.Observe(key, *mirrorAt("a", "200"), true)
+	if size(tr) != 0 {
 		t.Error("a create stayed recorded after its object's deletion event")
 	}
 }
@@ -112,56 +121,56 @@ func TestWriteTrackerDeletionsClear(t *testing.T) {
 func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 	key := cache.ObjectName{Namespace: "ns", Name: "web"}
 	for name, tc := range map[string]struct {
-		events      func(tr *writeTracker)
-		cached      *mirrorInfo
+		events      func(tr *Tracker)
+		cached      *Version
 		wantPending bool
 	}{
 		"own event seen": {
-			events: func(tr *writeTracker) { tr.observe(key, mirrorAt("a", "200"), false) },
+			events: func(tr *Tracker) { tr.Observe(key, *mirrorAt("a", "200"), false) },
 			cached: mirrorAt("a", "200"),
 		},
 		"own event and a foreign delete seen": {
-			events: func(tr *writeTracker) {
-				tr.observe(key, mirrorAt("a", "200"), false)
-				tr.observe(key, mirrorAt("a", "201"), true)
+			events: func(tr *Tracker) {
+				tr.Observe(key, *mirrorAt("a", "200"), false)
+				tr.Observe(key, *mirrorAt("a", "201"), true)
 			},
 			cached: nil,
 		},
 		"delete tombstone with an older object seen": {
-			events: func(tr *writeTracker) { tr.observe(key, mirrorAt("a", "150"), true) },
+			events: func(tr *Tracker) { tr.Observe(key, *mirrorAt("a", "150"), true) },
 			cached: nil,
 		},
 		"an older event, then the own event seen": {
-			events: func(tr *writeTracker) {
-				tr.observe(key, mirrorAt("a", "150"), false)
-				tr.observe(key, mirrorAt("a", "200"), false)
+			events: func(tr *Tracker) {
+				tr.Observe(key, *mirrorAt("a", "150"), false)
+				tr.Observe(key, *mirrorAt("a", "200"), false)
 			},
 			cached: mirrorAt("a", "200"),
 		},
 		"the own event, then an older one seen": {
-			events: func(tr *writeTracker) {
-				tr.observe(key, mirrorAt("a", "200"), false)
-				tr.observe(key, mirrorAt("a", "150"), false)
+			events: func(tr *Tracker) {
+				tr.Observe(key, *mirrorAt("a", "200"), false)
+				tr.Observe(key, *mirrorAt("a", "150"), false)
 			},
 			cached: mirrorAt("a", "150"),
 		},
 		"only an older event seen": {
-			events:      func(tr *writeTracker) { tr.observe(key, mirrorAt("a", "150"), false) },
+			events:      func(tr *Tracker) { tr.Observe(key, *mirrorAt("a", "150"), false) },
 			cached:      mirrorAt("a", "150"),
 			wantPending: true,
 		},
 		"nothing seen": {
-			events:      func(*writeTracker) {},
+			events:      func(*Tracker) {},
 			cached:      nil,
 			wantPending: true,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tr := newWriteTracker()
+			tr := New()
 			tr.begin(key)
 			tc.events(tr)
-			tr.wrote(key, toUID("a"), "200")
-			if cleared := tr.len() == 0; cleared == tc.wantPending {
+			tr.wrote(key, slim.ToUID("a"), "200")
+			if cleared := size(tr) == 0; cleared == tc.wantPending {
 				t.Errorf("record cleared by wrote = %v, want %v", cleared, !tc.wantPending)
 			}
 			if got := pendingWith(tr, key, tc.cached); got != tc.wantPending {
@@ -171,14 +180,14 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 	}
 
 	// A failed write leaves nothing to wait for.
-	tr := newWriteTracker()
+	tr := New()
 	tr.begin(key)
 	tr.abandon(key)
-	if tr.len() != 0 || pendingWith(tr, key, nil) {
+	if size(tr) != 0 || pendingWith(tr, key, nil) {
 		t.Error("an abandoned write is still recorded")
 	}
 	// abandon never drops the record of an earlier, successful write.
-	tr.wrote(key, toUID("a"), "300")
+	tr.wrote(key, slim.ToUID("a"), "300")
 	tr.abandon(key)
 	if !pendingWith(tr, key, nil) {
 		t.Error("abandon dropped a completed write's record")
@@ -199,48 +208,48 @@ func TestWriteTrackerLaggingHandler(t *testing.T) {
 	// next reconcile creates "new" while the deletion event is still on its
 	// way to the handler.
 	t.Run("old deletion during the create", func(t *testing.T) {
-		tr := newWriteTracker()
-		tr.deleted(key, toUID("old"), "100")
+		tr := New()
+		tr.Deleted(key, Version{slim.ToUID("old"), "100"})
 		if pendingWith(tr, key, nil) {
 			t.Fatal("deletion pending although the cache no longer holds the object")
 		}
 		tr.begin(key)
-		tr.observe(key, mirrorAt("old", "150"), true)
-		tr.wrote(key, toUID("new"), "200")
+		tr.Observe(key, *mirrorAt("old", "150"), true)
+		tr.wrote(key, slim.ToUID("new"), "200")
 		if !pendingWith(tr, key, nil) {
 			t.Error("create not pending: the previous object's deletion event cleared it")
 		}
-		tr.observe(key, mirrorAt("new", "200"), false)
-		if tr.len() != 0 {
+		tr.Observe(key, *mirrorAt("new", "200"), false)
+		if size(tr) != 0 {
 			t.Error("the create's own event did not clear it")
 		}
 	})
 	t.Run("old deletion after the create returned", func(t *testing.T) {
-		tr := newWriteTracker()
+		tr := New()
 		tr.begin(key)
-		tr.wrote(key, toUID("new"), "200")
-		tr.observe(key, mirrorAt("old", "150"), true)
+		tr.wrote(key, slim.ToUID("new"), "200")
+		tr.Observe(key, *mirrorAt("old", "150"), true)
 		if !pendingWith(tr, key, nil) {
 			t.Error("create not pending: the previous object's deletion event cleared it")
 		}
 		// Relisting found "new" deleted before the cache saw it created:
 		// the tombstone carries it, and the record must clear.
-		tr.observe(key, mirrorAt("new", "200"), true)
-		if tr.len() != 0 {
+		tr.Observe(key, *mirrorAt("new", "200"), true)
+		if size(tr) != 0 {
 			t.Error("the written object's own deletion did not clear the record")
 		}
 	})
 	t.Run("older object's events after our delete", func(t *testing.T) {
-		tr := newWriteTracker()
-		tr.deleted(key, toUID("b"), "300")
-		tr.observe(key, mirrorAt("a", "200"), false)
-		tr.observe(key, mirrorAt("a", "250"), true)
-		tr.observe(key, mirrorAt("b", "300"), false)
+		tr := New()
+		tr.Deleted(key, Version{slim.ToUID("b"), "300"})
+		tr.Observe(key, *mirrorAt("a", "200"), false)
+		tr.Observe(key, *mirrorAt("a", "250"), true)
+		tr.Observe(key, *mirrorAt("b", "300"), false)
 		if !pendingWith(tr, key, mirrorAt("b", "300")) {
 			t.Error("delete not pending: events of older objects cleared it")
 		}
-		tr.observe(key, mirrorAt("c", "400"), true)
-		if tr.len() != 0 {
+		tr.Observe(key, *mirrorAt("c", "400"), true)
+		if size(tr) != 0 {
 			t.Error("the deletion of a newer object under the name did not clear the delete")
 		}
 	})
@@ -253,33 +262,33 @@ func TestWriteTrackerOwnEvent(t *testing.T) {
 	key := cache.ObjectName{Namespace: "ns", Name: "web"}
 	for _, tc := range []struct {
 		name   string
-		write  func(*writeTracker)
+		write  func(*Tracker)
 		defer_ bool
-		event  *mirrorInfo
+		event  *Version
 		delete bool
 		own    bool
 	}{
-		{"create, its event", func(tr *writeTracker) { tr.wrote(key, toUID("a"), "100") }, false, mirrorAt("a", "100"), false, true},
-		{"create, a reconcile waited", func(tr *writeTracker) { tr.wrote(key, toUID("a"), "100") }, true, mirrorAt("a", "100"), false, false},
-		{"create, someone's later update", func(tr *writeTracker) { tr.wrote(key, toUID("a"), "100") }, false, mirrorAt("a", "101"), false, false},
-		{"create, deleted by someone", func(tr *writeTracker) { tr.wrote(key, toUID("a"), "100") }, false, mirrorAt("a", "100"), true, false},
-		{"delete, its event", func(tr *writeTracker) { tr.deleted(key, toUID("a"), "100") }, false, mirrorAt("a", "100"), true, true},
-		{"delete, a reconcile waited", func(tr *writeTracker) { tr.deleted(key, toUID("a"), "100") }, true, mirrorAt("a", "100"), true, false},
-		{"delete, a new object", func(tr *writeTracker) { tr.deleted(key, toUID("a"), "100") }, false, mirrorAt("b", "150"), false, false},
-		{"no write", func(*writeTracker) {}, false, mirrorAt("a", "100"), false, false},
+		{"create, its event", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100") }, false, mirrorAt("a", "100"), false, true},
+		{"create, a reconcile waited", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100") }, true, mirrorAt("a", "100"), false, false},
+		{"create, someone's later update", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100") }, false, mirrorAt("a", "101"), false, false},
+		{"create, deleted by someone", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100") }, false, mirrorAt("a", "100"), true, false},
+		{"delete, its event", func(tr *Tracker) { tr.Deleted(key, Version{slim.ToUID("a"), "100"}) }, false, mirrorAt("a", "100"), true, true},
+		{"delete, a reconcile waited", func(tr *Tracker) { tr.Deleted(key, Version{slim.ToUID("a"), "100"}) }, true, mirrorAt("a", "100"), true, false},
+		{"delete, a new object", func(tr *Tracker) { tr.Deleted(key, Version{slim.ToUID("a"), "100"}) }, false, mirrorAt("b", "150"), false, false},
+		{"no write", func(*Tracker) {}, false, mirrorAt("a", "100"), false, false},
 	} {
-		tr := newWriteTracker()
+		tr := New()
 		tc.write(tr)
 		// What the cache holds while the write is pending: nothing yet
 		// after a create, the object still after a delete.
-		var cached *mirrorInfo
+		var cached *Version
 		if tc.delete {
 			cached = mirrorAt("a", "100")
 		}
 		if tc.defer_ && !pendingWith(tr, key, cached) {
 			t.Fatalf("%s: the write is not pending", tc.name)
 		}
-		if own := tr.observe(key, tc.event, tc.delete); own != tc.own {
+		if own := tr.Observe(key, *tc.event, tc.delete); own != tc.own {
 			t.Errorf("%s: observe = %v, want %v", tc.name, own, tc.own)
 		}
 	}
@@ -287,7 +296,57 @@ func TestWriteTrackerOwnEvent(t *testing.T) {
 
 // pendingWith asks tr whether a write to key is pending, given that the
 // cache holds cached.
-func pendingWith(tr *writeTracker, key cache.ObjectName, cached *mirrorInfo) bool {
-	_, waiting, _ := tr.pending(key, func() (*mirrorInfo, error) { return cached, nil })
+func pendingWith(tr *Tracker, key cache.ObjectName, cached *Version) bool {
+	waiting, _ := tr.Pending(key, func() (Version, error) {
+		if cached == nil {
+			return Version{}, nil
+		}
+		return *cached, nil
+	})
 	return waiting
+}
+
+// Pending reads the cache under the tracker's lock, which Observe needs
+// too: an event applied while the reconcile reads is observed after the
+// check, never between the read and the check (where it would clear the
+// record and let the reconcile act on a read older than the event).
+func TestPendingReadsUnderTheLock(t *testing.T) {
+	tr := New()
+	key := cache.ObjectName{Namespace: "ns", Name: "web"}
+	tr.Deleted(key, *mirrorAt("a", "100"))
+	locked := false
+	waiting, err := tr.Pending(key, func() (Version, error) {
+		locked = !tr.mu.TryLock()
+		if !locked {
+			tr.mu.Unlock()
+		}
+		return *mirrorAt("a", "100"), nil
+	})
+	if err != nil || !waiting {
+		t.Fatalf("Pending = %v, %v; want waiting for the deletion", waiting, err)
+	}
+	if !locked {
+		t.Error("the cache was read without holding the tracker's lock")
+	}
+}
+
+// A write whose event never comes (a lost event) stops deferring the key
+// once Timeout has passed: the reconcile then acts on the cache.
+func TestPendingExpires(t *testing.T) {
+	tr := New()
+	now := time.Unix(1000, 0)
+	tr.now = func() time.Time { return now }
+	key := cache.ObjectName{Namespace: "ns", Name: "web"}
+	tr.Deleted(key, *mirrorAt("a", "100"))
+	if !pendingWith(tr, key, mirrorAt("a", "100")) {
+		t.Fatal("the deletion is not pending before its event")
+	}
+	now = now.Add(Timeout - time.Second)
+	if !pendingWith(tr, key, mirrorAt("a", "100")) {
+		t.Fatal("the deletion stopped pending before Timeout")
+	}
+	now = now.Add(2 * time.Second)
+	if pendingWith(tr, key, mirrorAt("a", "100")) || size(tr) != 0 {
+		t.Error("the deletion is still pending after Timeout")
+	}
 }

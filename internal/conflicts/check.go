@@ -1,4 +1,4 @@
-package main
+package conflicts
 
 import (
 	"context"
@@ -28,21 +28,21 @@ import (
 // Names of the optional checks: the check label of
 // podtoip_controller_conflict_check_enabled and the check key of its logs.
 const (
-	checkNodes    = "nodes"
-	checkServices = "services"
+	CheckNodes    = "nodes"
+	CheckServices = "services"
 )
 
-// conflictCheck is one optional conflict check and the informer feeding it.
-type conflictCheck struct {
-	// name is checkNodes or checkServices.
-	name string
+// Check is one optional conflict check and the informer feeding it.
+type Check struct {
+	// Name is CheckNodes or CheckServices.
+	Name string
 	// against says what pods are compared with, for logs.
 	against string
 	// resource and grant name what the informer reads and the RBAC that
 	// allows it, as artifacts/rbac.yaml and the README spell them.
 	resource string
 	grant    string
-	informer cache.SharedIndexInformer
+	Informer cache.SharedIndexInformer
 
 	// off is set when the first list was refused or the API is not served,
 	// until the informer's cache syncs.
@@ -51,14 +51,14 @@ type conflictCheck struct {
 	told atomic.Bool
 }
 
-// newConflictCheck wires check to inf, whose watch errors it takes over.
-// The caller starts the informer and calls follow.
-func newConflictCheck(name string, inf cache.SharedIndexInformer) (*conflictCheck, error) {
-	k := &conflictCheck{name: name, informer: inf}
+// NewCheck wires the check name to inf, whose watch errors it takes over.
+// The caller starts the informer and calls Follow.
+func NewCheck(name string, inf cache.SharedIndexInformer) (*Check, error) {
+	k := &Check{Name: name, Informer: inf}
 	switch name {
-	case checkNodes:
+	case CheckNodes:
 		k.against, k.resource, k.grant = "Node addresses", "nodes", "list and watch on nodes"
-	case checkServices:
+	case CheckServices:
 		k.against, k.resource, k.grant = "Service ClusterIPs", "ipaddresses.networking.k8s.io", "list and watch on ipaddresses.networking.k8s.io"
 	}
 	if err := inf.SetWatchErrorHandlerWithContext(k.watchError); err != nil {
@@ -67,15 +67,15 @@ func newConflictCheck(name string, inf cache.SharedIndexInformer) (*conflictChec
 	return k, nil
 }
 
-// synced reports whether the workers may start as far as this check is
+// Synced reports whether the workers may start as far as this check is
 // concerned: its cache has synced, or the check is off.
-func (k *conflictCheck) synced() bool {
-	return k.off.Load() || k.informer.HasSynced()
+func (k *Check) Synced() bool {
+	return k.off.Load() || k.Informer.HasSynced()
 }
 
-// enabled reports whether the check runs: its cache has synced.
-func (k *conflictCheck) enabled() bool {
-	return k.informer.HasSynced()
+// Enabled reports whether the check runs: its cache has synced.
+func (k *Check) Enabled() bool {
+	return k.Informer.HasSynced()
 }
 
 // watchError handles the informer's list and watch errors. Before the cache
@@ -83,35 +83,35 @@ func (k *conflictCheck) enabled() bool {
 // server unreachable, a timeout) is waited out as for pods. Once synced,
 // errors are what they are for any informer: the cache keeps what it had
 // and the reflector lists again.
-func (k *conflictCheck) watchError(ctx context.Context, r *cache.Reflector, err error) {
+func (k *Check) watchError(ctx context.Context, r *cache.Reflector, err error) {
 	logger := klog.FromContext(ctx)
-	if k.informer.HasSynced() || !(apierrors.IsForbidden(err) || apierrors.IsNotFound(err)) {
+	if k.Informer.HasSynced() || !(apierrors.IsForbidden(err) || apierrors.IsNotFound(err)) {
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 		return
 	}
 	k.off.Store(true)
 	if !k.told.CompareAndSwap(false, true) {
-		logger.V(4).Info("Address conflict check still off", "check", k.name, "err", err)
+		logger.V(4).Info("Address conflict check still off", "check", k.Name, "err", err)
 		return
 	}
 	if apierrors.IsForbidden(err) {
 		logger.Error(nil, "Address conflict check against "+k.against+" is off: the API server refuses to list "+k.resource+
 			"; grant "+k.grant+" (see the ClusterRole in artifacts/rbac.yaml), and the check turns on by itself. Mirroring and the check between pods are not affected",
-			"check", k.name, "err", err.Error())
+			"check", k.Name, "err", err.Error())
 		return
 	}
 	logger.Info("Address conflict check against "+k.against+" is off: the API server does not serve "+k.resource+
 		" (Kubernetes 1.33 and later do); it turns on by itself once the API is served. Mirroring and the check between pods are not affected",
-		"check", k.name, "err", err.Error())
+		"check", k.Name, "err", err.Error())
 }
 
-// follow says when a check that was off turns on: its cache synced after
+// Follow says when a check that was off turns on: its cache synced after
 // all. It returns when that happened or ctx ended.
-func (k *conflictCheck) follow(ctx context.Context) {
+func (k *Check) Follow(ctx context.Context) {
 	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
-		return k.informer.HasSynced(), nil
+		return k.Informer.HasSynced(), nil
 	})
-	if k.informer.HasSynced() && k.off.Swap(false) {
-		klog.FromContext(ctx).Info("Address conflict check against "+k.against+" is on", "check", k.name)
+	if k.Informer.HasSynced() && k.off.Swap(false) {
+		klog.FromContext(ctx).Info("Address conflict check against "+k.against+" is on", "check", k.Name)
 	}
 }

@@ -1,0 +1,98 @@
+// Package trail writes the attribution trail: one structured log line per
+// write of a mirror, which answers "who had IP X at time T?" after the pod
+// is gone and the address reused (the mirrors themselves describe only the
+// present). Each line is logged at default verbosity, an exception to the
+// rule of no per-object Info lines, because an audit trail that depends on
+// -v is not one. With --logging-format=json a log pipeline can index it.
+//
+// The message and keys are an interface for log queries (docs/trail.md);
+// change them only together with that document:
+//
+//	msg            "PodToIp trail"
+//	event          assigned | changed | released
+//	pod            the pod's namespace and name (from the reconcile's logger)
+//	podUID         the pod incarnation
+//	node           spec.nodeName
+//	podIPs         every address, canonical, primary first (for released:
+//	               the addresses let go of)
+//	podIPv4        the IPv4 address, "" if none
+//	podIPv6        the IPv6 address, "" if none
+//	hostNetwork    the addresses are the node's, shared
+//	previousPodIPs (changed only) the addresses before the change
+//	observed       when the controller read the state it acted on: RFC 3339
+//	               in UTC with nine fractional digits, so that comparing two
+//	               as strings (as jq does) compares them as times
+package trail
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"example.com/podtoip-controller/internal/addr"
+)
+
+// Message is the log message of every trail line.
+const Message = "PodToIp trail"
+
+// TimeFormat is the fixed-width layout of "observed".
+const TimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
+// Events.
+const (
+	// Assigned: a mirror was created; from now on the pod holds the
+	// addresses.
+	Assigned = "assigned"
+	// Changed: a mirror was updated; the pod holds the new addresses
+	// (previousPodIPs says which it held before).
+	Changed = "changed"
+	// Released: the mirror was removed; the pod no longer holds the
+	// addresses.
+	Released = "released"
+)
+
+// Fields is what a trail line says about a mirror.
+type Fields struct {
+	PodUID           types.UID
+	NodeName         string
+	PodIPs           []string
+	PodIPv4, PodIPv6 string
+	HostNetwork      bool
+}
+
+// Log writes one trail line about mirror m. previous is the addresses
+// before a change, nil for other events. A released or previous mirror may
+// hold its pod's own spelling of an address (written by hand, or before
+// mirrors were canonical): its addresses are logged in canonical form too,
+// so one query finds them all.
+func Log(ctx context.Context, event string, m Fields, previous []string, observed time.Time) {
+	ips, v4, v6 := m.PodIPs, m.PodIPv4, m.PodIPv6
+	if event == Released {
+		ips, v4, v6 = addr.CanonicalList(ips)
+	}
+	kv := []any{
+		"event", event,
+		"podUID", string(m.PodUID),
+		"node", m.NodeName,
+		"podIPs", nonNil(ips),
+		"podIPv4", v4,
+		"podIPv6", v6,
+		"hostNetwork", m.HostNetwork,
+	}
+	if event == Changed {
+		previous, _, _ = addr.CanonicalList(previous)
+		kv = append(kv, "previousPodIPs", previous)
+	}
+	kv = append(kv, "observed", observed.UTC().Format(TimeFormat))
+	klog.FromContext(ctx).Info(Message, kv...)
+}
+
+// nonNil makes an empty list log as [], like every other list, not null.
+func nonNil(ips []string) []string {
+	if ips == nil {
+		return []string{}
+	}
+	return ips
+}

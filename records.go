@@ -1,0 +1,325 @@
+package main
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"example.com/podtoip-controller/internal/addr"
+	"example.com/podtoip-controller/internal/slim"
+	"example.com/podtoip-controller/internal/tracker"
+	"example.com/podtoip-controller/internal/trail"
+)
+
+// podInfo is what the controller keeps of a pod: the pod informer's
+// transform (slimPod) replaces every decoded Pod by one, so the cache holds
+// a small record per pod instead of a Pod with its spec and status. Of the
+// metadata it keeps
+// only what the controller reads: name, namespace, UID (a recreated pod is
+// another pod), resourceVersion (to skip resyncs) and deletionTimestamp (a
+// terminating pod has no mirror). It does not embed metav1.ObjectMeta, which
+// is larger than the whole record; slim.Meta completes metav1.Object.
+// Addresses are kept as the pod spells them: the mirror canonicalizes them
+// (addressesOf), and a pod whose address does not parse must still be seen
+// to be reported.
+type podInfo struct {
+	slim.Meta
+	Name              string
+	Namespace         string
+	UID               slim.UID
+	ResourceVersion   string
+	DeletionTimestamp *metav1.Time
+	NodeName          string
+	Phase             corev1.PodPhase
+	// PodIP is status.podIP; it shares its string with PodIPs[0].
+	PodIP string
+	// PodIPs is status.podIPs, primary first.
+	PodIPs []string
+	// HostNetwork is spec.hostNetwork: the pod's addresses are its node's,
+	// shared with every other hostNetwork pod there.
+	HostNetwork bool
+}
+
+// podInfo is a metav1.Object (slim.Meta), so that the informer's store
+// keys it without allocating. GetName and GetNamespace also make it a
+// klog.KMetadata, for klog.KObj.
+func (p *podInfo) GetName() string                    { return p.Name }
+func (p *podInfo) GetNamespace() string               { return p.Namespace }
+func (p *podInfo) GetUID() types.UID                  { return p.UID.UID() }
+func (p *podInfo) GetResourceVersion() string         { return p.ResourceVersion }
+func (p *podInfo) GetDeletionTimestamp() *metav1.Time { return p.DeletionTimestamp }
+
+// key is the pod's key in the caches and the queue.
+func (p *podInfo) key() cache.ObjectName {
+	return cache.ObjectName{Namespace: p.Namespace, Name: p.Name}
+}
+
+// toPodInfo keeps what the mirror needs of pod (nil for nil). Strings that
+// repeat across pods (namespace, node, phase) are interned so the cache
+// stores each once.
+func toPodInfo(pod *corev1.Pod) *podInfo {
+	if pod == nil {
+		return nil
+	}
+	var ips []string
+	if len(pod.Status.PodIPs) > 0 {
+		ips = make([]string, len(pod.Status.PodIPs))
+		for i, ip := range pod.Status.PodIPs {
+			ips[i] = ip.IP
+		}
+	}
+	return &podInfo{
+		Name:              pod.Name,
+		Namespace:         slim.Intern(pod.Namespace),
+		UID:               slim.ToUID(pod.UID),
+		ResourceVersion:   pod.ResourceVersion,
+		DeletionTimestamp: pod.DeletionTimestamp,
+		NodeName:          slim.Intern(pod.Spec.NodeName),
+		Phase:             corev1.PodPhase(slim.Intern(string(pod.Status.Phase))),
+		PodIP:             shareWith(pod.Status.PodIP, ips),
+		PodIPs:            ips,
+		HostNetwork:       pod.Spec.HostNetwork,
+	}
+}
+
+// reference names the pod in events.
+func (p *podInfo) reference() *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID.UID(), ResourceVersion: p.ResourceVersion}
+}
+
+// slimPod is the pod informer's transform (see podInfo). It runs as objects
+// are decoded, also while the initial list streams in, before they are
+// stored; objects it already slimmed pass through unchanged.
+func slimPod(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		return toPodInfo(pod), nil
+	}
+	return obj, nil
+}
+
+// mirrorInfo is what the controller keeps of a PodToIp: the PodToIp
+// informer's transform (slimMirror) replaces every decoded object by one.
+// It keeps
+//   - every field the controller compares with the desired mirror
+//     (needsUpdate): the mirrored fields, the conflict fields, the labels
+//     (managed-by says whose the object is) and the owner references;
+//   - name, namespace, UID and resourceVersion, for the write tracker, the
+//     delete's UID precondition and the update's compare-and-swap;
+//   - the metadata that belongs to users and that an update must send back
+//     unchanged (applyDesired): other labels, annotations, finalizers,
+//     generateName.
+//
+// It drops managedFields, creationTimestamp, generation and the deletion
+// fields, which the controller never reads and which an update leaves as
+// the API server has them.
+//
+// A mirror as the controller writes it repeats itself: podName is the
+// name, podAddress the first of podIPs, podIPv4 and podIPv6 the first
+// address of each family in podIPs, the only label is managed-by and the
+// only owner reference is the pod's (podName, podUID). Such a mirror is
+// kept in the fields below alone; whatever differs from that shape (a
+// mirror written by hand, users' metadata, a conflict) puts
+// every one of those fields in other, as decoded. The accessors (podName,
+// podAddress, ..., labels, ownerReferences) give the same answers either
+// way.
+type mirrorInfo struct {
+	slim.Meta
+	Name            string
+	Namespace       string
+	UID             slim.UID
+	ResourceVersion string
+	PodUID          slim.UID
+	PodIPs          []string
+	NodeName        string
+	HostNetwork     bool
+	Conflict        bool
+	// other is nil for a mirror of the usual shape (see above).
+	other *mirrorOther
+}
+
+// mirrorOther is what a mirror of another shape holds that the usual one
+// derives.
+type mirrorOther struct {
+	podName, podAddress, podIPv4, podIPv6 string
+	labels                                map[string]string
+	owners                                []metav1.OwnerReference
+	conflictsWith                         []string
+	// kept is the users' metadata an update sends back.
+	kept keptMeta
+}
+
+// keptMeta is the metadata of a mirror that the controller does not own
+// and does not read, but must not lose when it updates the mirror.
+type keptMeta struct {
+	generateName string
+	annotations  map[string]string
+	finalizers   []string
+}
+
+// mirrorInfo is a metav1.Object (slim.Meta), so that the informer's store
+// keys it without allocating. GetName and GetNamespace also make it a
+// klog.KMetadata, for klog.KObj.
+func (m *mirrorInfo) GetName() string            { return m.Name }
+func (m *mirrorInfo) GetNamespace() string       { return m.Namespace }
+func (m *mirrorInfo) GetUID() types.UID          { return m.UID.UID() }
+func (m *mirrorInfo) GetResourceVersion() string { return m.ResourceVersion }
+
+// key is the mirror's key in the caches and the queue: its pod's.
+func (m *mirrorInfo) key() cache.ObjectName {
+	return cache.ObjectName{Namespace: m.Namespace, Name: m.Name}
+}
+
+func (m *mirrorInfo) podName() string {
+	if m.other != nil {
+		return m.other.podName
+	}
+	return m.Name
+}
+
+func (m *mirrorInfo) podAddress() string {
+	if m.other != nil {
+		return m.other.podAddress
+	}
+	return m.PodIPs[0]
+}
+
+func (m *mirrorInfo) podIPv4() string {
+	if m.other != nil {
+		return m.other.podIPv4
+	}
+	v4, _ := addr.Families(m.PodIPs)
+	return v4
+}
+
+func (m *mirrorInfo) podIPv6() string {
+	if m.other != nil {
+		return m.other.podIPv6
+	}
+	_, v6 := addr.Families(m.PodIPs)
+	return v6
+}
+
+// labels returns the mirror's labels; never modify them (the usual ones
+// are managedLabels, shared by all cached mirrors).
+func (m *mirrorInfo) labels() map[string]string {
+	if m.other != nil {
+		return m.other.labels
+	}
+	return managedLabels
+}
+
+func (m *mirrorInfo) conflictsWith() []string {
+	if m.other != nil {
+		return m.other.conflictsWith
+	}
+	return nil
+}
+
+// kept returns the users' metadata an update sends back.
+func (m *mirrorInfo) kept() keptMeta {
+	if m.other != nil {
+		return m.other.kept
+	}
+	return keptMeta{}
+}
+
+// ownersEqual reports whether the mirror's owner references are exactly
+// refs.
+func (m *mirrorInfo) ownersEqual(refs []metav1.OwnerReference) bool {
+	if m.other != nil {
+		return ownerRefsEqual(m.other.owners, refs)
+	}
+	return len(refs) == 1 && isPodControllerRef(refs[0], m.Name) && m.PodUID.Is(refs[0].UID)
+}
+
+// isPodControllerRef reports whether ref is what ownerRef writes for a pod
+// named name, whatever its UID.
+func isPodControllerRef(ref metav1.OwnerReference, name string) bool {
+	return ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.Name == name &&
+		ref.Controller != nil && *ref.Controller && ref.BlockOwnerDeletion == nil
+}
+
+// toMirrorInfo keeps what the controller needs of m (see mirrorInfo; nil
+// for nil). Strings that repeat across mirrors (namespace, node) are
+// interned.
+func toMirrorInfo(m *PodToIp) *mirrorInfo {
+	if m == nil {
+		return nil
+	}
+	out := &mirrorInfo{
+		Name:            m.Name,
+		Namespace:       slim.Intern(m.Namespace),
+		UID:             slim.ToUID(m.UID),
+		ResourceVersion: m.ResourceVersion,
+		PodUID:          slim.ToUID(m.PodUID),
+		PodIPs:          m.PodIPs,
+		NodeName:        slim.Intern(m.NodeName),
+		HostNetwork:     m.HostNetwork,
+		Conflict:        m.Conflict,
+	}
+	v4, v6 := addr.Families(m.PodIPs)
+	usual := m.PodName == m.Name && len(m.PodIPs) > 0 && m.PodAddress == m.PodIPs[0] &&
+		m.PodIPv4 == v4 && m.PodIPv6 == v6 &&
+		len(m.Labels) == 1 && m.Labels[managedByLabel] == controllerName &&
+		len(m.OwnerReferences) == 1 && isPodControllerRef(m.OwnerReferences[0], m.Name) && m.OwnerReferences[0].UID == m.PodUID &&
+		len(m.ConflictsWith) == 0 &&
+		m.GenerateName == "" && len(m.Annotations) == 0 && len(m.Finalizers) == 0
+	if !usual {
+		out.other = &mirrorOther{
+			podName: m.PodName, podAddress: m.PodAddress, podIPv4: m.PodIPv4, podIPv6: m.PodIPv6,
+			labels: m.Labels, owners: m.OwnerReferences, conflictsWith: m.ConflictsWith,
+		}
+		if m.GenerateName != "" || len(m.Annotations) > 0 || len(m.Finalizers) > 0 {
+			out.other.kept = keptMeta{generateName: m.GenerateName, annotations: m.Annotations, finalizers: m.Finalizers}
+		}
+		if len(m.Labels) == 1 && m.Labels[managedByLabel] == controllerName {
+			out.other.labels = managedLabels
+		}
+	}
+	return out
+}
+
+// slimMirror is the PodToIp informer's transform (see mirrorInfo). It runs
+// as objects are decoded, before they are stored; objects it already
+// slimmed pass through unchanged.
+func slimMirror(obj any) (any, error) {
+	if m, ok := obj.(*PodToIp); ok {
+		return toMirrorInfo(m), nil
+	}
+	return obj, nil
+}
+
+// shareWith returns the entry of list equal to s, if any, else s: equal
+// strings, one copy in memory.
+func shareWith(s string, list []string) string {
+	for _, e := range list {
+		if e == s {
+			return e
+		}
+	}
+	return s
+}
+
+// managedLabels is shared by cached mirrors; never modify it.
+var managedLabels = map[string]string{managedByLabel: controllerName}
+
+// trail returns what a trail line says about m.
+func (m *PodToIp) trail() trail.Fields {
+	return trail.Fields{PodUID: m.PodUID, NodeName: m.NodeName, PodIPs: m.PodIPs, PodIPv4: m.PodIPv4, PodIPv6: m.PodIPv6, HostNetwork: m.HostNetwork}
+}
+
+// trail returns what a trail line says about the cached mirror m.
+func (m *mirrorInfo) trail() trail.Fields {
+	return trail.Fields{PodUID: m.PodUID.UID(), NodeName: m.NodeName, PodIPs: m.PodIPs, PodIPv4: m.podIPv4(), PodIPv6: m.podIPv6(), HostNetwork: m.HostNetwork}
+}
+
+var (
+	_ metav1.Object = (*podInfo)(nil)
+	_ metav1.Object = (*mirrorInfo)(nil)
+)
+
+// version is what the write tracker compares of a cached mirror.
+func (m *mirrorInfo) version() tracker.Version {
+	return tracker.Version{UID: m.UID, RV: m.ResourceVersion}
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/slim"
+	"example.com/podtoip-controller/internal/tracker"
+	"example.com/podtoip-controller/internal/trail"
+)
+
+// syncHandler converges the mirror of one pod key: it compares the mirror
+// the pod should have with the cached one and writes only the difference.
+// It reads only from the informer caches.
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", podRef(key))
+	ctx = klog.NewContext(ctx, logger)
+	// When the reconcile began reading the caches: the trail's "observed"
+	// time of any write made below.
+	observed := time.Now()
+
+	pod, err := c.cachedPod(key)
+	if err != nil {
+		return err
+	}
+	have, waiting, err := c.readMirror(key)
+	if err != nil || waiting {
+		return err
+	}
+	if have != nil && !isManaged(have) {
+		c.conflicts.Record(ctx, key, nil)
+		c.reportForeign(ctx, key, pod, have)
+		return nil
+	}
+	c.foreign.forget(key)
+
+	want, found, err := c.desired(ctx, key, pod)
+	if err != nil {
+		return err
+	}
+	c.conflicts.Record(ctx, key, found)
+	return c.converge(ctx, key, pod, have, want, found, observed)
+}
+
+// readMirror returns the cached mirror of key, or waiting if the cache does
+// not show the controller's last write of it yet: its watch event will
+// queue the key again, and the delayed add is a safety net only. The mirror
+// is read by the tracker, which knows when a read is recent enough to act
+// on (see tracker.Pending).
+func (c *Controller) readMirror(key cache.ObjectName) (have *mirrorInfo, waiting bool, err error) {
+	waiting, err = c.tracker.Pending(key, func() (tracker.Version, error) {
+		m, err := c.cachedMirror(key)
+		have = m
+		if m == nil {
+			return tracker.Version{}, err
+		}
+		return m.version(), err
+	})
+	if waiting {
+		c.queue.AddAfter(key, tracker.Timeout)
+	}
+	return have, waiting, err
+}
+
+// desired returns the mirror pod should have (nil: none) and the conflicts
+// it shows. A pod with an address that is not an IP has none, and retrying
+// cannot help: the pod changing is what will, and that queues the key
+// again; it is reported once.
+func (c *Controller) desired(ctx context.Context, key cache.ObjectName, pod *podInfo) (*PodToIp, []conflicts.Conflict, error) {
+	found, err := c.conflictsOf(key, pod)
+	if err != nil {
+		return nil, nil, err
+	}
+	want, err := desiredMirrorWith(pod, found)
+	var invalid *invalidAddressError
+	if errors.As(err, &invalid) {
+		c.reportInvalidAddress(ctx, key, pod, invalid)
+	} else {
+		c.invalid.forget(key)
+	}
+	if want == nil {
+		return nil, nil, nil // no mirror shows conflicts
+	}
+	return want, found, nil
+}
+
+// converge makes the cached mirror have what want says, writing only on a
+// difference.
+func (c *Controller) converge(ctx context.Context, key cache.ObjectName, pod *podInfo, have *mirrorInfo, want *PodToIp, found []conflicts.Conflict, observed time.Time) error {
+	var wrote bool
+	var err error
+	switch {
+	case want == nil && have == nil:
+		return nil
+	case want == nil:
+		return c.deleteMirrorObject(ctx, key, have, observed)
+	case have == nil:
+		wrote, err = c.createMirror(ctx, key, want, observed)
+	case needsUpdate(have, want):
+		wrote, err = c.updateMirrorObject(ctx, key, have, applyDesired(have, want), observed)
+	default:
+		return nil
+	}
+	if wrote {
+		c.reportConflict(pod, have, want, found)
+	}
+	return err
+}
+
+// cachedPod returns the cached pod of key, or nil. The result is shared with
+// the cache and must not be modified.
+func (c *Controller) cachedPod(key cache.ObjectName) (*podInfo, error) {
+	obj, exists, err := c.pods.GetByKey(key.String())
+	if err != nil {
+		return nil, fmt.Errorf("reading pod %s from cache: %w", key, err)
+	}
+	if !exists {
+		return nil, nil
+	}
+	return obj.(*podInfo), nil
+}
+
+// cachedMirror returns the cached PodToIp of key, or nil. The result is
+// shared with the cache and must not be modified.
+func (c *Controller) cachedMirror(key cache.ObjectName) (*mirrorInfo, error) {
+	obj, exists, err := c.mirrors.GetByKey(key.String())
+	if err != nil {
+		return nil, fmt.Errorf("reading PodToIp %s from cache: %w", key, err)
+	}
+	if !exists {
+		return nil, nil
+	}
+	return obj.(*mirrorInfo), nil
+}
+
+func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp, observed time.Time) (wrote bool, err error) {
+	err = c.tracker.Write(key, func() (tracker.Version, error) {
+		created, err := c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{})
+		if err != nil {
+			return tracker.Version{}, err
+		}
+		return tracker.Version{UID: slim.ToUID(created.UID), RV: created.ResourceVersion}, nil
+	})
+	logger := klog.FromContext(ctx)
+	switch {
+	case err == nil:
+		writesTotal.WithLabelValues("create").Inc()
+		logger.V(4).Info("Created PodToIp", "address", want.PodAddress)
+		trail.Log(ctx, trail.Assigned, want.trail(), nil, observed)
+		return true, nil
+	case apierrors.IsAlreadyExists(err):
+		// The cache is behind; its add event will requeue the key.
+		logger.V(2).Info("PodToIp already exists; waiting for the cache")
+		return false, nil
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// The namespace is going away with the pod; nothing to mirror.
+		logger.V(2).Info("Not creating PodToIp in a terminating namespace")
+		return false, nil
+	default:
+		return false, fmt.Errorf("creating PodToIp %s: %w", key, err)
+	}
+}
+
+func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, obj *PodToIp, observed time.Time) (wrote bool, err error) {
+	err = c.tracker.Write(key, func() (tracker.Version, error) {
+		updated, err := c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{})
+		if err != nil {
+			return tracker.Version{}, err
+		}
+		return tracker.Version{UID: slim.ToUID(updated.UID), RV: updated.ResourceVersion}, nil
+	})
+	logger := klog.FromContext(ctx)
+	switch {
+	case err == nil:
+		writesTotal.WithLabelValues("update").Inc()
+		logger.V(4).Info("Updated PodToIp", "address", obj.PodAddress)
+		if !have.PodUID.Is(obj.PodUID) {
+			// The mirror passed to a new pod under the same name (its
+			// deletion was never seen): for the trail, the old pod let go
+			// of its addresses and the new one took its own.
+			trail.Log(ctx, trail.Released, have.trail(), nil, observed)
+			trail.Log(ctx, trail.Assigned, obj.trail(), nil, observed)
+		} else {
+			trail.Log(ctx, trail.Changed, obj.trail(), have.PodIPs, observed)
+		}
+		return true, nil
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		// Someone else changed or deleted it; the watch event for that
+		// change will requeue the key with fresh state.
+		logger.V(2).Info("PodToIp changed underneath us; waiting for the cache", "err", err)
+		return false, nil
+	default:
+		return false, fmt.Errorf("updating PodToIp %s: %w", key, err)
+	}
+}
+
+func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, observed time.Time) error {
+	// The UID precondition makes sure a newer object created under the same
+	// name since the cache was filled is never deleted by mistake.
+	uid := have.UID.UID()
+	err := c.mirrorClient.PodToIps(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	logger := klog.FromContext(ctx)
+	switch {
+	case err == nil:
+		c.tracker.Deleted(key, have.version())
+		writesTotal.WithLabelValues("delete").Inc()
+		logger.V(4).Info("Deleted PodToIp")
+		trail.Log(ctx, trail.Released, have.trail(), nil, observed)
+		return nil
+	case apierrors.IsNotFound(err):
+		// Someone else (the garbage collector, after a forced pod
+		// deletion) was faster; the pod let go of its addresses all the
+		// same, and no later reconcile will see the mirror to say so.
+		logger.V(2).Info("PodToIp already gone; waiting for the cache", "err", err)
+		trail.Log(ctx, trail.Released, have.trail(), nil, observed)
+		return nil
+	case apierrors.IsConflict(err):
+		logger.V(2).Info("PodToIp replaced; waiting for the cache", "err", err)
+		return nil
+	default:
+		return fmt.Errorf("deleting PodToIp %s: %w", key, err)
+	}
+}
+
+// reportForeign tells users, once per object, that a PodToIp under a pod's
+// name is not ours and is left alone; and each pod incarnation under that
+// name, by a Warning event.
+func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *podInfo, m *mirrorInfo) {
+	report := foreignReport{mirror: m.UID}
+	if pod != nil {
+		report.pod = pod.UID
+	}
+	prev := c.foreign.swap(key, report)
+	if prev.mirror != m.UID {
+		klog.FromContext(ctx).Info("Leaving alone a PodToIp that is not managed by this controller",
+			"podtoip", klog.KObj(m), "label", managedByLabel, "value", m.labels()[managedByLabel])
+	}
+	if pod != nil && (prev.mirror != m.UID || prev.pod != pod.UID) && c.recorder != nil {
+		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonNotManaged,
+			"PodToIp %s exists but is not managed by %s (label %s=%q); it is left unchanged. Delete it to let the controller mirror this pod.",
+			key, controllerName, managedByLabel, m.labels()[managedByLabel])
+	}
+}
+
+// reportInvalidAddress tells users, once per pod incarnation, that the pod
+// gets no mirror because one of its addresses is not an IP: an event on the
+// pod and a log line.
+func (c *Controller) reportInvalidAddress(ctx context.Context, key cache.ObjectName, pod *podInfo, bad *invalidAddressError) {
+	if c.invalid.swap(key, pod.UID) == pod.UID {
+		return
+	}
+	klog.FromContext(ctx).Info("Not mirroring a pod whose address is not an IP address", "field", bad.field, "value", bad.value)
+	if c.recorder != nil {
+		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonInvalidAddress,
+			"%s %q is not an IP address; %s keeps no PodToIp for this pod, so it cannot be looked up by address, until its status holds valid IPs.",
+			bad.field, bad.value, controllerName)
+	}
+}
