@@ -696,7 +696,7 @@ func TestAddressTrailJSON(t *testing.T) {
 	}
 
 	// The README's jq queries give the same answers.
-	readme, err := os.ReadFile(filepath.Join(cp.Root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(cp.Root, "docs", "trail.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

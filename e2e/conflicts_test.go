@@ -719,7 +719,7 @@ func TestConflictAlertRuleNamesExportedSeries(t *testing.T) {
 		name, _, _ := strings.Cut(series, "{")
 		exported[name] = true
 	}
-	readme, err := os.ReadFile(filepath.Join(cp.Root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(cp.Root, "docs", "conflicts.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,7 +319,7 @@ exec %q "$@"`, sa, controllerBin)
 // about it, so that neither can drift from the other unnoticed.
 func checkDeploymentAsDocumented(t *testing.T) {
 	ctx := t.Context()
-	readme, err := os.ReadFile(filepath.Join(cp.Root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(cp.Root, "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ var faultRows = []faultRow{
 // has its tests, every TestFault test is a row's, so the table and `make
 // test-faults` cannot drift apart, and each of them runs the checker.
 func TestREADMEFaultTableMatchesTests(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(cp.Root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(cp.Root, "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
