@@ -115,7 +115,11 @@ func (c *Controller) conflictsOf(key cache.ObjectName, pod *podInfo) ([]conflict
 				return nil, fmt.Errorf("looking up the nodes holding %s: %w", addr, err)
 			}
 			for _, k := range nodeKeys {
-				holders = append(holders, conflicts.HolderNode+" "+k)
+				// A pod that has a node to itself (EKS Fargate, say) holds
+				// its node's address by design, not in conflict with it.
+				if k != pod.NodeName {
+					holders = append(holders, conflicts.HolderNode+" "+k)
+				}
 			}
 		}
 		if len(holders) > 0 {

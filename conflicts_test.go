@@ -523,3 +523,32 @@ func TestInformersAsMainBuildsThem(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncPodOnItsOwnNode checks a pod that has a node to itself, whose
+// address is its node's (EKS Fargate): it is not in conflict with its own
+// node, but another pod given that address is, with the node and the pod.
+func TestSyncPodOnItsOwnNode(t *testing.T) {
+	f := conflictFixture(t)
+	rec := &recordingMirrors{fakeMirrors: f.client}
+	f.c.mirrorClient = rec
+	const nodeName = "fargate-ip-10-0-0-5.ec2.internal"
+	node, _ := conflicts.SlimNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}}}})
+	_ = f.c.nodes.Add(node)
+	_ = f.pods.Add(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID, p.Spec.NodeName = "fargate", "uid-fargate", nodeName
+		p.Status.PodIP, p.Status.PodIPs = "10.0.0.5", []corev1.PodIP{{IP: "10.0.0.5"}}
+	}))
+	f.sync("fargate")
+	if m := rec.last(t); m.Conflict || len(m.ConflictsWith) != 0 {
+		t.Errorf("a pod on its own node's address: conflict=%v conflictsWith=%q, want no conflict", m.Conflict, m.ConflictsWith)
+	}
+	if e := f.events(); len(e) != 0 {
+		t.Errorf("events %q, want none", e)
+	}
+
+	_ = f.pods.Add(podAt("intruder", "10.0.0.5"))
+	f.sync("intruder")
+	if m := rec.last(t); !m.Conflict || !slices.Equal(m.ConflictsWith, []string{"Node " + nodeName, "Pod ns/fargate"}) {
+		t.Errorf("another pod on that address: conflict=%v conflictsWith=%q, want the node and the pod", m.Conflict, m.ConflictsWith)
+	}
+}

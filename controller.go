@@ -287,8 +287,10 @@ func (c *Controller) updateMirror(oldObj, newObj any) {
 		return
 	}
 	key := cur.key()
-	if c.tracker.Observe(key, cur.version(), false) {
-		return // our update, as written
+	// An update that marks the mirror deleted (a finalizer holds it) is
+	// what a deletion's event is for the tracker: the DELETE took effect.
+	if c.tracker.Observe(key, cur.version(), cur.Deleting) {
+		return // our update, as written, or our delete
 	}
 	c.enqueue(key)
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -195,4 +196,48 @@ func TestTrailReleaseOfAMirrorGoneAlready(t *testing.T) {
 		lines[1]["event"] != trail.Assigned || lines[1]["podUID"] != "uid-2" || fmt.Sprint(lines[1]["podIPs"]) != "[10.244.0.9]" {
 		t.Errorf("trail = %v, want the release by uid-1 and the assignment to uid-2", lines)
 	}
+}
+
+// TestMirrorHeldByAFinalizerIsDeletedOnce checks a mirror whose DELETE was
+// accepted but which a user's finalizer keeps (it only gets a
+// deletionTimestamp): it is deleted and released once. Neither the update
+// that marks it deleted, nor a later reconcile (the write tracker's record
+// expired, or a new leader), deletes it again or logs another release,
+// which would tell "who had it at time t" that nobody holds an address
+// that another pod took meanwhile.
+func TestMirrorHeldByAFinalizerIsDeletedOnce(t *testing.T) {
+	f := newFixture(t)
+	held := desiredFor(testPod())
+	held.Finalizers = []string{"example.com/keep"}
+	have := f.cached(held, "m-1", "7") // its pod is gone
+	f.sync("web")
+	f.expectActions("delete ns/web")
+
+	// The API server marks it deleted; the finalizer keeps it.
+	deleting := held.DeepCopy()
+	deleting.UID, deleting.ResourceVersion = "m-1", "8"
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	now := toMirrorInfo(deleting)
+	_ = f.mirrors.Update(now)
+	f.c.updateMirror(have, now)
+	if n := f.c.queue.Len(); n != 0 {
+		t.Errorf("the update marking our delete queued %d keys, want 0: it is the delete's own event", n)
+	}
+	f.sync("web")
+	f.expectActions()
+
+	// A new leader, or the tracker's record long expired: the same.
+	g := newFixture(t)
+	g.cached(deleting, "m-1", "8")
+	g.sync("web")
+	g.expectActions()
+	if lines := append(f.trail(), g.trail()...); len(lines) != 1 || lines[0]["event"] != trail.Released {
+		t.Errorf("trail = %v, want the one release", lines)
+	}
+
+	// With its pod back under the name, nothing is created while the
+	// old object exists: a create would only be refused.
+	_ = g.pods.Add(testPod(func(p *corev1.Pod) { p.UID = "uid-2" }))
+	g.sync("web")
+	g.expectActions()
 }

@@ -110,9 +110,13 @@ func slimPod(obj any) (any, error) {
 //     unchanged (applyDesired): other labels, annotations, finalizers,
 //     generateName.
 //
-// It drops managedFields, creationTimestamp, generation and the deletion
-// fields, which the controller never reads and which an update leaves as
-// the API server has them.
+// Of the deletion fields it keeps only whether the mirror is being deleted
+// (Deleting): a mirror that a finalizer holds after its DELETE was accepted
+// is gone as far as the controller is concerned, and must not be deleted,
+// or released in the trail, again. It drops managedFields,
+// creationTimestamp, generation and the deletion timestamps, which the
+// controller never reads and which an update leaves as the API server has
+// them.
 //
 // A mirror as the controller writes it repeats itself: podName is the
 // name, podAddress the first of podIPs, podIPv4 and podIPv6 the first
@@ -134,6 +138,7 @@ type mirrorInfo struct {
 	NodeName        string
 	HostNetwork     bool
 	Conflict        bool
+	Deleting        bool
 	// other is nil for a mirror of the usual shape (see above).
 	other *mirrorOther
 }
@@ -257,6 +262,7 @@ func toMirrorInfo(m *PodToIp) *mirrorInfo {
 		NodeName:        slim.Intern(m.NodeName),
 		HostNetwork:     m.HostNetwork,
 		Conflict:        m.Conflict,
+		Deleting:        m.DeletionTimestamp != nil,
 	}
 	v4, v6 := addr.Families(m.PodIPs)
 	usual := m.PodName == m.Name && len(m.PodIPs) > 0 && m.PodAddress == m.PodIPs[0] &&

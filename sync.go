@@ -42,6 +42,15 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return nil
 	}
 	c.foreign.forget(key)
+	if have != nil && have.Deleting {
+		// Its DELETE was accepted and a finalizer holds it: it is gone as
+		// far as mirroring goes (released once, when the DELETE was), and a
+		// new mirror can only be created once it is. Its deletion's event
+		// queues the key again.
+		logger.V(2).Info("PodToIp is being deleted; waiting for its finalizers")
+		c.conflicts.Record(ctx, key, nil)
+		return nil
+	}
 
 	want, found, err := c.desired(ctx, key, pod)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -360,4 +361,30 @@ func FuzzHolderIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// holderPattern is the CRD's pattern for a conflictsWith entry.
+var holderPattern = regexp.MustCompile(`^((Pod|Service) [^/ ]+/[^/ ]+|Node [^/ ]+)$`)
+
+// Whatever parentRef an IPAddress carries (upstream validation lets it omit
+// the namespace and use any path segment as the name), the holder it
+// becomes passes the CRD's pattern and length, so it can never make a
+// mirror unwritable.
+func TestServiceHolderAlwaysValidates(t *testing.T) {
+	for _, ref := range []networkingv1.ParentReference{
+		{Resource: "services", Namespace: "ns", Name: "web"},
+		{Resource: "services", Name: "no-namespace"},
+		{Resource: "services", Namespace: "ns", Name: "with space"},
+		{Resource: "services", Namespace: "ns", Name: "ünïcode\tand%percent"},
+		{Resource: "services", Namespace: "ns", Name: strings.Repeat("x ", 400)},
+	} {
+		obj, err := SlimIPAddress(&networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.0.0.7"}, Spec: networkingv1.IPAddressSpec{ParentRef: &ref}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := obj.(*IPAddressInfo).Holder
+		if !holderPattern.MatchString(h) || len(h) > MaxHolderLength {
+			t.Errorf("parentRef %q/%q: holder %q (%d bytes) does not validate", ref.Namespace, ref.Name, h, len(h))
+		}
+	}
 }

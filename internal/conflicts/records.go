@@ -1,6 +1,7 @@
 package conflicts
 
 import (
+	"net/url"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,7 +66,29 @@ func SlimIPAddress(obj any) (any, error) {
 	}
 	info := &IPAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: a.Name, UID: a.UID, ResourceVersion: a.ResourceVersion}}
 	if ref := a.Spec.ParentRef; ref != nil && ref.Group == "" && ref.Resource == "services" {
-		info.Holder = HolderService + " " + ref.Namespace + "/" + ref.Name
+		info.Holder = serviceHolder(ref.Namespace, ref.Name)
 	}
 	return info, nil
+}
+
+// MaxHolderLength is the CRD's maxLength of a conflictsWith entry.
+const MaxHolderLength = 330
+
+// serviceHolder names a Service in conflictsWith so that the name always
+// passes the CRD's pattern and length: an IPAddress's parentRef is written
+// by whoever allocates the address, and the API server lets it omit the
+// namespace and use any path segment as the name (spaces included). Such
+// a holder would make every write of the mirror fail validation, leaving it
+// stale. A missing namespace is written "-" (no namespace can be named so),
+// other characters the pattern refuses are percent-escaped, and a name too
+// long is cut.
+func serviceHolder(namespace, name string) string {
+	if namespace == "" {
+		namespace = "-"
+	}
+	h := HolderService + " " + url.PathEscape(namespace) + "/" + url.PathEscape(name)
+	if len(h) > MaxHolderLength {
+		h = h[:MaxHolderLength]
+	}
+	return h
 }
