@@ -8,10 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
+
+	"example.com/podtoip-controller/internal/process"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; otherwise
@@ -99,7 +99,7 @@ func (o *options) validate() error {
 }
 
 func main() {
-	logging := addLogFlags(flag.CommandLine)
+	logging := process.AddLogFlags(flag.CommandLine)
 	var o options
 	o.addFlags(flag.CommandLine)
 	flag.Parse()
@@ -107,7 +107,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "error: unexpected arguments %q; all settings are flags (see --help)\n", flag.Args())
 		os.Exit(exitUsage)
 	}
-	if err := logging.apply(flag.CommandLine); err != nil {
+	if err := logging.Apply(flag.CommandLine); err != nil {
 		fmt.Fprintf(os.Stderr, "error: invalid flags:\n%v\n", err)
 		os.Exit(exitUsage)
 	}
@@ -119,22 +119,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "error: invalid flags:\n%v\n", err)
 		os.Exit(exitUsage)
 	}
-	memLimit, err := goMemoryLimit(os.Getenv)
+	memLimit, err := process.ApplyMemorySettings(os.Getenv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "error: %v\n", err)
 		os.Exit(exitUsage)
 	}
-	if memLimit > 0 {
-		debug.SetMemoryLimit(memLimit)
-	}
-	if pct := gcPercent(os.Getenv); pct > 0 {
-		debug.SetGCPercent(pct)
-	}
 
-	ctx := signalContext()
+	ctx := process.SignalContext(exitFailure)
 	logger := klog.FromContext(ctx)
 	if memLimit > 0 {
-		logger.Info("Go memory limit set from the container's", "bytes", memLimit, "fraction", memoryLimitFraction, "env", memoryLimitEnv)
+		logger.Info("Go memory limit set from the container's", "bytes", memLimit, "fraction", process.MemoryLimitFraction, "env", process.MemoryLimitEnv)
 	}
 	if err := run(ctx, o); err != nil {
 		logger.Error(err, "Exiting")
@@ -142,23 +136,6 @@ func main() {
 	}
 	logger.Info("Stopped")
 	klog.Flush()
-}
-
-// signalContext returns a context cancelled by the first SIGINT or SIGTERM;
-// a second signal exits at once.
-func signalContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		sig := <-ch
-		klog.Background().Info("Received signal, shutting down gracefully; send it again to exit at once", "signal", sig.String())
-		cancel()
-		<-ch
-		klog.Flush()
-		os.Exit(exitFailure)
-	}()
-	return ctx
 }
 
 // run connects, checks the preconditions and runs the controller until ctx
