@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
+	"example.com/podtoip-controller/internal/kubeclient"
 	"example.com/podtoip-controller/internal/process"
 )
 
@@ -142,30 +142,17 @@ func main() {
 // is cancelled.
 func run(ctx context.Context, o options) error {
 	logger := klog.FromContext(ctx)
-	cc, err := loadConfig(o.kubeconfig, o.master, processEnv)
+	cc, err := kubeclient.LoadConfig(o.kubeconfig, o.master)
 	if err != nil {
 		return err
 	}
 	cfg := cc.Config
-	cfg.UserAgent = controllerName + "/" + buildVersion()
-	if o.qps > 0 {
-		// One limiter shared by every client of the process.
-		cfg.QPS, cfg.Burst = float32(o.qps), o.burst
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
-	} else {
-		cfg.QPS = -1
-	}
-	if !o.compression {
-		cfg.DisableCompression = true
-	}
-	// Pods are read as protobuf: smaller and cheaper to decode than JSON.
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	kubeclient.Options{UserAgent: controllerName + "/" + buildVersion(), QPS: o.qps, Burst: o.burst, Compression: o.compression}.Apply(cfg)
 
 	access := newAccessTracker(ctx, "pods", "podtoips")
 	cfg.Wrap(access.wrap)
 
-	defaultHTTP2HealthCheck()
+	kubeclient.DefaultHTTP2HealthCheck()
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return fmt.Errorf("building HTTP client for %s: %w", cfg.Host, err)
@@ -179,7 +166,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "config", cc.source, "namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.enabled)
+	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "config", cc.Source, "namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.enabled)
 	// Probes and metrics are served from the start: a process waiting for
 	// the API server, the CRD or its permissions is alive, not ready, and
 	// its /readyz says why.
@@ -316,29 +303,6 @@ func newConflictChecks(kube kubernetes.Interface) ([]*conflictCheck, error) {
 	return checks, nil
 }
 
-// http2HealthCheck is how client-go's HTTP/2 transport decides that a
-// connection is dead: a PING after this long without a frame from the
-// server, and the connection is closed if the PING is not answered in time.
-// All requests and both watches share one connection; one that dies
-// silently (a partition, a NAT or load balancer that lost its state) holds
-// every one of them until the check gives up. client-go's defaults, 30 s and
-// 15 s, keep the controller blind for 45 s; these find out in 15 s, for a
-// PING frame every 10 s on an idle connection.
-var http2HealthCheck = map[string]string{
-	"HTTP2_READ_IDLE_TIMEOUT_SECONDS": "10",
-	"HTTP2_PING_TIMEOUT_SECONDS":      "5",
-}
-
-// defaultHTTP2HealthCheck sets client-go's HTTP/2 health-check variables,
-// read when the transport is built, unless the operator set them.
-func defaultHTTP2HealthCheck() {
-	for k, v := range http2HealthCheck {
-		if _, set := os.LookupEnv(k); !set {
-			_ = os.Setenv(k, v)
-		}
-	}
-}
-
 // newMirrorInformer builds the PodToIp informer on the hand-written client.
 func newMirrorInformer(client *Client, namespace string) (cache.SharedIndexInformer, error) {
 	lw := &cache.ListWatch{
@@ -370,4 +334,10 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// retryWhileUnreachable is kubeclient.RetryWhileUnreachable under the name
+// the informers in informers.go use.
+func retryWhileUnreachable(lw cache.ListerWatcher) cache.ListerWatcher {
+	return kubeclient.RetryWhileUnreachable(lw)
 }

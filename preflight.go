@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+
+	"example.com/podtoip-controller/internal/kubeclient"
 )
 
 const (
@@ -43,7 +45,7 @@ var requiredAccess = []authorizationv1.ResourceAttributes{
 // is seen, then the checks repeat until they pass or timeout expires, so the
 // controller can be started before (or while) the CRD and RBAC are applied.
 // report receives the outcome of every round (nil once they pass).
-func waitForPreconditions(ctx context.Context, cc *clientConfig, namespace string, extraAccess []authorizationv1.ResourceAttributes, timeout time.Duration, report func(error)) error {
+func waitForPreconditions(ctx context.Context, cc *kubeclient.Config, namespace string, extraAccess []authorizationv1.ResourceAttributes, timeout time.Duration, report func(error)) error {
 	logger := klog.FromContext(ctx)
 	pcfg := rest.CopyConfig(cc.Config)
 	pcfg.Timeout = preflightRequestTimeout
@@ -78,7 +80,7 @@ func waitForPreconditions(ctx context.Context, cc *clientConfig, namespace strin
 
 // checkPreconditions runs each startup check once and explains the first
 // that fails in terms of what the user should do.
-func checkPreconditions(ctx context.Context, kube kubernetes.Interface, cc *clientConfig, namespace string, extraAccess []authorizationv1.ResourceAttributes) error {
+func checkPreconditions(ctx context.Context, kube kubernetes.Interface, cc *kubeclient.Config, namespace string, extraAccess []authorizationv1.ResourceAttributes) error {
 	if err := kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
 		return describeConnError(err, cc)
 	}
@@ -161,7 +163,7 @@ func describeAccess(ra authorizationv1.ResourceAttributes) string {
 
 // describeConnError turns a failed request into advice on what to check,
 // about the configuration actually in use.
-func describeConnError(err error, cc *clientConfig) error {
+func describeConnError(err error, cc *kubeclient.Config) error {
 	host := cc.Host
 	var (
 		unknownCA   x509.UnknownAuthorityError
@@ -171,12 +173,12 @@ func describeConnError(err error, cc *clientConfig) error {
 	)
 	switch {
 	case errors.As(err, &unknownCA), errors.As(err, &hostnameErr), errors.As(err, &invalidCert), errors.As(err, &verifyErr):
-		return fmt.Errorf("cannot verify the TLS certificate of the API server at %s: %w; check the server address and the CA trusted by the configuration in use, %s (certificate-authority or certificate-authority-data in a kubeconfig, ca.crt of a ServiceAccount)", host, err, cc.source)
+		return fmt.Errorf("cannot verify the TLS certificate of the API server at %s: %w; check the server address and the CA trusted by the configuration in use, %s (certificate-authority or certificate-authority-data in a kubeconfig, ca.crt of a ServiceAccount)", host, err, cc.Source)
 	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): %w; %s", host, err, cc.credentials)
+		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): %w; %s", host, err, cc.Credentials)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("the API server at %s denied access: %w", host, err)
 	default:
-		return fmt.Errorf("cannot reach the API server at %s (from %s): %w; check that it is running and that --kubeconfig, $KUBECONFIG or --master point to it", host, cc.source, err)
+		return fmt.Errorf("cannot reach the API server at %s (from %s): %w; check that it is running and that --kubeconfig, $KUBECONFIG or --master point to it", host, cc.Source, err)
 	}
 }
