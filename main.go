@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/kubeclient"
+	"example.com/podtoip-controller/internal/leader"
 	"example.com/podtoip-controller/internal/process"
 )
 
@@ -54,7 +55,7 @@ type options struct {
 	profilingAddr  string
 	// compression is whether to ask for gzip-compressed responses.
 	compression bool
-	leader      leaderOptions
+	leader      leader.Options
 	showVersion bool
 }
 
@@ -70,12 +71,12 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address to serve /healthz (liveness) and /readyz (readiness) on; 0 disables.")
 	fs.StringVar(&o.profilingAddr, "profiling-bind-address", "0", "Address to serve Go runtime profiles on at /debug/pprof/ (CPU, heap, goroutines); 0 (the default) disables. Use a loopback address: profiles show cached pod names and addresses.")
 	fs.BoolVar(&o.compression, "api-compression", false, "Ask the API server to gzip large responses (the initial lists and the watch streams). Off by default: on a cluster's network, compressing and decompressing costs the API server and the controller more CPU than the bytes saved (the watch of PodToIps alone carries one event per write); turn it on for a slow link to a remote API server. A kubeconfig with disable-compression: true keeps it off.")
-	fs.BoolVar(&o.leader.enabled, "leader-elect", false, "Run only while holding a coordination.k8s.io Lease, so that several replicas can run with one active.")
-	fs.DurationVar(&o.leader.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long standbys wait after the last renewal before taking the lease over.")
-	fs.DurationVar(&o.leader.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up leadership (and exits).")
-	fs.DurationVar(&o.leader.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often to try to acquire or renew the lease.")
-	fs.StringVar(&o.leader.resourceName, "leader-elect-resource-name", controllerName, "Name of the Lease object.")
-	fs.StringVar(&o.leader.resourceNamespace, "leader-elect-resource-namespace", "", "Namespace of the Lease object (default: the pod's namespace in a cluster, else \"default\").")
+	fs.BoolVar(&o.leader.Enabled, "leader-elect", false, "Run only while holding a coordination.k8s.io Lease, so that several replicas can run with one active.")
+	fs.DurationVar(&o.leader.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long standbys wait after the last renewal before taking the lease over.")
+	fs.DurationVar(&o.leader.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up leadership (and exits).")
+	fs.DurationVar(&o.leader.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How often to try to acquire or renew the lease.")
+	fs.StringVar(&o.leader.ResourceName, "leader-elect-resource-name", controllerName, "Name of the Lease object.")
+	fs.StringVar(&o.leader.ResourceNamespace, "leader-elect-resource-namespace", "", "Namespace of the Lease object (default: the pod's namespace in a cluster, else \"default\").")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 }
 
@@ -94,7 +95,7 @@ func (o *options) validate() error {
 	if o.startupTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--startup-timeout=%v: must be positive", o.startupTimeout))
 	}
-	errs = append(errs, o.leader.validate())
+	errs = append(errs, o.leader.Validate())
 	return errors.Join(errs...)
 }
 
@@ -166,14 +167,14 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "config", cc.Source, "namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.enabled)
+	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "config", cc.Source, "namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.Enabled)
 	// Probes and metrics are served from the start: a process waiting for
 	// the API server, the CRD or its permissions is alive, not ready, and
 	// its /readyz says why.
 	var leading atomic.Bool
 	h := &health{access: access}
 	var adaptor *leaderelection.HealthzAdaptor
-	if o.leader.enabled {
+	if o.leader.Enabled {
 		adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 		h.election, h.leading = adaptor, leading.Load
 	}
@@ -188,7 +189,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	if err := waitForPreconditions(ctx, cc, o.namespace, o.leader.leaseAccess(), o.startupTimeout, h.startupFailed); err != nil {
+	if err := waitForPreconditions(ctx, cc, o.namespace, o.leader.LeaseAccess(), o.startupTimeout, h.startupFailed); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while waiting
 		}
@@ -234,10 +235,10 @@ func run(ctx context.Context, o options) error {
 		go k.follow(ctx)
 	}
 
-	if !o.leader.enabled {
+	if !o.leader.Enabled {
 		return controller.Run(ctx, o.workers)
 	}
-	return runWithLeaderElection(ctx, o.leader, kube, recorder, adaptor, &leading, func(ctx, inflight context.Context) error {
+	return leader.Run(ctx, o.leader, kube, recorder, adaptor, &leading, func(ctx, inflight context.Context) error {
 		return controller.RunLeading(ctx, inflight, o.workers)
 	})
 }
