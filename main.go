@@ -25,9 +25,11 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"example.com/podtoip-controller/internal/access"
 	"example.com/podtoip-controller/internal/kubeclient"
 	"example.com/podtoip-controller/internal/leader"
 	"example.com/podtoip-controller/internal/process"
+	"example.com/podtoip-controller/internal/serving"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; otherwise
@@ -40,6 +42,17 @@ const (
 	exitFailure = 1 // startup checks failed or the controller stopped on an error
 	exitUsage   = 2 // invalid flags
 )
+
+// podToIpCRD is what the startup checks and the access tracker say about
+// the PodToIp API when it is missing or refused.
+var podToIpCRD = access.CRD{
+	Kind:         "PodToIp",
+	GroupVersion: GroupVersion,
+	Resource:     Resource,
+	Name:         CRDName,
+	InstallHint:  "kubectl apply -f artifacts/crd.yaml",
+	RBAC:         "artifacts/rbac.yaml",
+}
 
 // options are the command-line flags.
 type options struct {
@@ -150,8 +163,8 @@ func run(ctx context.Context, o options) error {
 	cfg := cc.Config
 	kubeclient.Options{UserAgent: controllerName + "/" + buildVersion(), QPS: o.qps, Burst: o.burst, Compression: o.compression}.Apply(cfg)
 
-	access := newAccessTracker(ctx, "pods", "podtoips")
-	cfg.Wrap(access.wrap)
+	tracker := access.NewTracker(ctx, podToIpCRD, "pods", "podtoips")
+	cfg.Wrap(tracker.Wrap)
 
 	kubeclient.DefaultHTTP2HealthCheck()
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -172,24 +185,26 @@ func run(ctx context.Context, o options) error {
 	// the API server, the CRD or its permissions is alive, not ready, and
 	// its /readyz says why.
 	var leading atomic.Bool
-	h := &health{access: access}
+	h := &serving.Health{Access: tracker.Check}
 	var adaptor *leaderelection.HealthzAdaptor
 	if o.leader.Enabled {
 		adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-		h.election, h.leading = adaptor, leading.Load
+		h.Election, h.Leading = adaptor, leading.Load
 	}
-	if err := serve(ctx, "metrics", "--metrics-bind-address", o.metricsAddr, metricsHandler()); err != nil {
+	if err := serving.Serve(ctx, "metrics", "--metrics-bind-address", o.metricsAddr, serving.MetricsHandler()); err != nil {
 		return err
 	}
-	if err := serve(ctx, "health probes", "--health-probe-bind-address", o.probeAddr, h.handler()); err != nil {
-		return err
-	}
-
-	if err := serve(ctx, "profiles", "--profiling-bind-address", o.profilingAddr, profilingHandler()); err != nil {
+	if err := serving.Serve(ctx, "health probes", "--health-probe-bind-address", o.probeAddr, h.Handler()); err != nil {
 		return err
 	}
 
-	if err := waitForPreconditions(ctx, cc, o.namespace, o.leader.LeaseAccess(), o.startupTimeout, h.startupFailed); err != nil {
+	if err := serving.Serve(ctx, "profiles", "--profiling-bind-address", o.profilingAddr, serving.ProfilingHandler()); err != nil {
+		return err
+	}
+
+	if err := access.WaitForPreconditions(ctx, access.Preconditions{
+		CRD: podToIpCRD, Config: cc, Namespace: o.namespace, ExtraAccess: o.leader.LeaseAccess(), Timeout: o.startupTimeout, Report: h.StartupFailed,
+	}); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while waiting
 		}
@@ -226,7 +241,7 @@ func run(ctx context.Context, o options) error {
 	registerMetrics(controller)
 
 	// Every replica warms its caches; only the leader runs workers.
-	h.started(controller.synced()...)
+	h.Started(controller.synced()...)
 
 	go podInformer.RunWithContext(ctx)
 	go mirrorInformer.RunWithContext(ctx)
