@@ -7,15 +7,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -152,85 +151,116 @@ func main() {
 	klog.Flush()
 }
 
-// run connects, checks the preconditions and runs the controller until ctx
-// is cancelled.
+// run connects, serves the probes, waits for the preconditions and runs
+// the controller until ctx is cancelled.
 func run(ctx context.Context, o options) error {
-	logger := klog.FromContext(ctx)
-	cc, err := kubeclient.LoadConfig(o.kubeconfig, o.master)
+	c, err := newClients(ctx, o)
 	if err != nil {
 		return err
 	}
-	cfg := cc.Config
-	kubeclient.Options{UserAgent: controllerName + "/" + buildVersion(), QPS: o.qps, Burst: o.burst, Compression: o.compression}.Apply(cfg)
-
-	tracker := access.NewTracker(ctx, podToIpCRD, "pods", "podtoips")
-	cfg.Wrap(tracker.Wrap)
-
-	kubeclient.DefaultHTTP2HealthCheck()
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return fmt.Errorf("building HTTP client for %s: %w", cfg.Host, err)
-	}
-	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return fmt.Errorf("building Kubernetes client: %w", err)
-	}
-	mirrorClient, err := NewClient(cfg, httpClient, fieldManager)
+	klog.FromContext(ctx).Info("Starting", "version", buildVersion(), "server", c.config.Host, "config", c.config.Source,
+		"namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.Enabled)
+	p, err := startServing(ctx, o, c.tracker)
 	if err != nil {
 		return err
 	}
-
-	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "config", cc.Source, "namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.Enabled)
-	// Probes and metrics are served from the start: a process waiting for
-	// the API server, the CRD or its permissions is alive, not ready, and
-	// its /readyz says why.
-	var leading atomic.Bool
-	h := &serving.Health{Access: tracker.Check}
-	var adaptor *leaderelection.HealthzAdaptor
-	if o.leader.Enabled {
-		adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-		h.Election, h.Leading = adaptor, leading.Load
-	}
-	if err := serving.Serve(ctx, "metrics", "--metrics-bind-address", o.metricsAddr, serving.MetricsHandler()); err != nil {
-		return err
-	}
-	if err := serving.Serve(ctx, "health probes", "--health-probe-bind-address", o.probeAddr, h.Handler()); err != nil {
-		return err
-	}
-
-	if err := serving.Serve(ctx, "profiles", "--profiling-bind-address", o.profilingAddr, serving.ProfilingHandler()); err != nil {
-		return err
-	}
-
 	if err := access.WaitForPreconditions(ctx, access.Preconditions{
-		CRD: podToIpCRD, Config: cc, Namespace: o.namespace, ExtraAccess: o.leader.LeaseAccess(), Timeout: o.startupTimeout, Report: h.StartupFailed,
+		CRD: podToIpCRD, Config: c.config, Namespace: o.namespace, ExtraAccess: o.leader.LeaseAccess(),
+		Timeout: o.startupTimeout, Report: p.health.StartupFailed,
 	}); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while waiting
 		}
 		return err
 	}
+	return runController(ctx, o, c, p)
+}
 
-	podInformer, err := newPodInformer(kube, o.namespace)
+// clients are the process's connections to the API server. They share one
+// HTTP client, so one connection, one rate limiter and one access tracker.
+type clients struct {
+	config  *kubeclient.Config
+	tracker *access.Tracker
+	kube    kubernetes.Interface
+	mirrors *Client
+}
+
+// newClients loads the client configuration and builds the clients on it.
+func newClients(ctx context.Context, o options) (*clients, error) {
+	cc, err := kubeclient.LoadConfig(o.kubeconfig, o.master)
+	if err != nil {
+		return nil, err
+	}
+	cfg := cc.Config
+	kubeclient.Options{UserAgent: controllerName + "/" + buildVersion(), QPS: o.qps, Burst: o.burst, Compression: o.compression}.Apply(cfg)
+	tracker := access.NewTracker(ctx, podToIpCRD, "pods", "podtoips")
+	cfg.Wrap(tracker.Wrap)
+
+	kubeclient.DefaultHTTP2HealthCheck()
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building HTTP client for %s: %w", cfg.Host, err)
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building Kubernetes client: %w", err)
+	}
+	mirrors, err := NewClient(cfg, httpClient, fieldManager)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{config: cc, tracker: tracker, kube: kube, mirrors: mirrors}, nil
+}
+
+// probes are what the health probes read, shared with leader election.
+type probes struct {
+	health  *serving.Health
+	adaptor *leaderelection.HealthzAdaptor // nil without leader election
+	leading atomic.Bool
+}
+
+// startServing serves metrics, probes and profiles from the start: a
+// process waiting for the API server, the CRD or its permissions is alive,
+// not ready, and its /readyz says why.
+func startServing(ctx context.Context, o options, tracker *access.Tracker) (*probes, error) {
+	p := &probes{health: &serving.Health{Access: tracker.Check}}
+	if o.leader.Enabled {
+		p.adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+		p.health.Election, p.health.Leading = p.adaptor, p.leading.Load
+	}
+	for _, l := range []struct {
+		what, flag, addr string
+		handler          http.Handler
+	}{
+		{"metrics", "--metrics-bind-address", o.metricsAddr, serving.MetricsHandler()},
+		{"health probes", "--health-probe-bind-address", o.probeAddr, p.health.Handler()},
+		{"profiles", "--profiling-bind-address", o.profilingAddr, serving.ProfilingHandler()},
+	} {
+		if err := serving.Serve(ctx, l.what, l.flag, l.addr, l.handler); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// runController builds the informers and the controller, warms the caches
+// on every replica, and runs the workers here, or only on the leader.
+func runController(ctx context.Context, o options, c *clients, p *probes) error {
+	podInformer, err := newPodInformer(c.kube, o.namespace)
 	if err != nil {
 		return err
 	}
-	mirrorInformer, err := newMirrorInformer(mirrorClient, o.namespace)
+	mirrorInformer, err := newMirrorInformer(c.mirrors, o.namespace)
 	if err != nil {
 		return err
 	}
-
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(kubescheme.Scheme, corev1.EventSource{Component: controllerName})
-
-	checks, err := newConflictChecks(kube)
+	recorder, stopEvents := newEventRecorder(ctx, c.kube)
+	defer stopEvents()
+	checks, err := newConflictChecks(c.kube)
 	if err != nil {
 		return err
 	}
-	controller, err := NewController(ctx, mirrorClient, podInformer, mirrorInformer, recorder, checks...)
+	controller, err := NewController(ctx, c.mirrors, podInformer, mirrorInformer, recorder, checks...)
 	if err != nil {
 		return err
 	}
@@ -241,99 +271,38 @@ func run(ctx context.Context, o options) error {
 	registerMetrics(controller)
 
 	// Every replica warms its caches; only the leader runs workers.
-	h.Started(controller.synced()...)
-
-	go podInformer.RunWithContext(ctx)
-	go mirrorInformer.RunWithContext(ctx)
-	for _, k := range checks {
-		go k.informer.RunWithContext(ctx)
-		go k.follow(ctx)
-	}
-
+	p.health.Started(controller.synced()...)
+	startInformers(ctx, checks, podInformer, mirrorInformer)
 	if !o.leader.Enabled {
 		return controller.Run(ctx, o.workers)
 	}
-	return leader.Run(ctx, o.leader, kube, recorder, adaptor, &leading, func(ctx, inflight context.Context) error {
+	return leader.Run(ctx, o.leader, c.kube, recorder, p.adaptor, &p.leading, func(ctx, inflight context.Context) error {
 		return controller.RunLeading(ctx, inflight, o.workers)
 	})
 }
 
-// newPodInformer builds the pod informer. Its cache keys pods by
-// namespace/name only (the controller never lists by namespace, so it needs
-// no namespace index; the pod handlers keep the index by address, see
-// holderIndex) and holds podInfo, not Pods.
-func newPodInformer(kube kubernetes.Interface, namespace string) (cache.SharedIndexInformer, error) {
-	pods := kube.CoreV1().Pods(namespace)
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return pods.List(ctx, opts)
-		},
-		WatchFuncWithContext: pods.Watch,
-	}, kube)
-	inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), &corev1.Pod{}, cache.SharedIndexInformerOptions{})
-	if err := inf.SetTransform(slimPod); err != nil {
-		return nil, fmt.Errorf("setting the pod transform: %w", err)
-	}
-	return inf, nil
+// newEventRecorder records the controller's events through the API server
+// and logs them at -v=3; stop flushes and ends the recording.
+func newEventRecorder(ctx context.Context, kube kubernetes.Interface) (recorder record.EventRecorder, stop func()) {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return broadcaster.NewRecorder(kubescheme.Scheme, corev1.EventSource{Component: controllerName}), broadcaster.Shutdown
 }
 
-// newConflictChecks builds the informers of the optional conflict checks:
-// Nodes and IPAddresses, cluster-wide whatever --namespace says, slimmed to
-// what the checks read. See conflict_checks.go for what happens when they
-// may not list.
-func newConflictChecks(kube kubernetes.Interface) ([]*conflictCheck, error) {
-	nodes := kube.CoreV1().Nodes()
-	addrs := kube.NetworkingV1().IPAddresses()
-	var checks []*conflictCheck
-	for _, spec := range []struct {
-		name      string
-		lw        *cache.ListWatch
-		obj       runtime.Object
-		transform cache.TransformFunc
-		indexers  cache.Indexers
-	}{
-		{checkNodes, &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				return nodes.List(ctx, opts)
-			},
-			WatchFuncWithContext: nodes.Watch,
-		}, &corev1.Node{}, slimNode, cache.Indexers{addressIndex: nodeAddressIndexFunc}},
-		{checkServices, &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				return addrs.List(ctx, opts)
-			},
-			WatchFuncWithContext: addrs.Watch,
-		}, &networkingv1.IPAddress{}, slimIPAddress, cache.Indexers{}},
-	} {
-		lw := cache.ToListWatcherWithWatchListSemantics(spec.lw, kube)
-		inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), spec.obj, cache.SharedIndexInformerOptions{Indexers: spec.indexers})
-		if err := inf.SetTransform(spec.transform); err != nil {
-			return nil, fmt.Errorf("setting the %s transform: %w", spec.name, err)
-		}
-		k, err := newConflictCheck(spec.name, inf)
-		if err != nil {
-			return nil, fmt.Errorf("setting up the %s conflict check: %w", spec.name, err)
-		}
-		checks = append(checks, k)
+// startInformers runs the informers, and the conflict checks' informers and
+// followers, until ctx ends.
+func startInformers(ctx context.Context, checks []*conflictCheck, informers ...cache.SharedIndexInformer) {
+	for _, inf := range informers {
+		go inf.RunWithContext(ctx)
 	}
-	return checks, nil
+	for _, k := range checks {
+		go k.informer.RunWithContext(ctx)
+		go k.follow(ctx)
+	}
 }
 
-// newMirrorInformer builds the PodToIp informer on the hand-written client.
-func newMirrorInformer(client *Client, namespace string) (cache.SharedIndexInformer, error) {
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.cachePodToIps(namespace).List(ctx, opts)
-		},
-		WatchFuncWithContext: client.cachePodToIps(namespace).Watch,
-	}
-	inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(lw), &PodToIp{}, cache.SharedIndexInformerOptions{})
-	if err := inf.SetTransform(slimMirror); err != nil {
-		return nil, fmt.Errorf("setting the PodToIp transform: %w", err)
-	}
-	return inf, nil
-}
-
+// namespaceForLog names the namespace flag's value for the startup log.
 func namespaceForLog(ns string) string {
 	if ns == metav1.NamespaceAll {
 		return "(all)"
