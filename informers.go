@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/kubeclient"
 )
 
 // newPodInformer builds the pod informer. Its cache keys pods by
@@ -76,7 +77,7 @@ func newConflictChecks(kube kubernetes.Interface) (nodes, ipAddresses *conflicts
 }
 
 // newInformer builds an informer of lw's objects (of obj's type) that waits
-// out an unreachable API server (retryWhileUnreachable) and keeps what
+// out an unreachable API server (kubeclient.RetryWhileUnreachable) and keeps what
 // transform makes of each object. With kube set, the initial list streams
 // (WatchList) where the API server supports it.
 func newInformer(kube kubernetes.Interface, lw *cache.ListWatch, obj runtime.Object, transform cache.TransformFunc, indexers cache.Indexers) (cache.SharedIndexInformer, error) {
@@ -84,7 +85,7 @@ func newInformer(kube kubernetes.Interface, lw *cache.ListWatch, obj runtime.Obj
 	if kube != nil {
 		listWatcher = cache.ToListWatcherWithWatchListSemantics(lw, kube)
 	}
-	inf := cache.NewSharedIndexInformerWithOptions(retryWhileUnreachable(listWatcher), obj, cache.SharedIndexInformerOptions{Indexers: indexers})
+	inf := cache.NewSharedIndexInformerWithOptions(kubeclient.RetryWhileUnreachable(listWatcher), obj, cache.SharedIndexInformerOptions{Indexers: indexers})
 	if err := inf.SetTransform(transform); err != nil {
 		return nil, fmt.Errorf("setting the transform of the %T informer: %w", obj, err)
 	}

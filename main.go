@@ -7,11 +7,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,10 +19,17 @@ import (
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
+
+	"example.com/podtoip-controller/internal/access"
+	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/kubeclient"
+	"example.com/podtoip-controller/internal/leader"
+	"example.com/podtoip-controller/internal/process"
+	"example.com/podtoip-controller/internal/serving"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; otherwise
@@ -36,6 +42,17 @@ const (
 	exitFailure = 1 // startup checks failed or the controller stopped on an error
 	exitUsage   = 2 // invalid flags
 )
+
+// podToIpCRD is what the startup checks and the access tracker say about
+// the PodToIp API when it is missing or refused.
+var podToIpCRD = access.CRD{
+	Kind:         "PodToIp",
+	GroupVersion: GroupVersion,
+	Resource:     Resource,
+	Name:         CRDName,
+	InstallHint:  "kubectl apply -f artifacts/crd.yaml",
+	RBAC:         "artifacts/rbac.yaml",
+}
 
 // options are the command-line flags.
 type options struct {
@@ -51,7 +68,7 @@ type options struct {
 	profilingAddr  string
 	// compression is whether to ask for gzip-compressed responses.
 	compression bool
-	leader      leaderOptions
+	leader      leader.Options
 	showVersion bool
 }
 
@@ -67,12 +84,12 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address to serve /healthz (liveness) and /readyz (readiness) on; 0 disables.")
 	fs.StringVar(&o.profilingAddr, "profiling-bind-address", "0", "Address to serve Go runtime profiles on at /debug/pprof/ (CPU, heap, goroutines); 0 (the default) disables. Use a loopback address: profiles show cached pod names and addresses.")
 	fs.BoolVar(&o.compression, "api-compression", false, "Ask the API server to gzip large responses (the initial lists and the watch streams). Off by default: on a cluster's network, compressing and decompressing costs the API server and the controller more CPU than the bytes saved (the watch of PodToIps alone carries one event per write); turn it on for a slow link to a remote API server. A kubeconfig with disable-compression: true keeps it off.")
-	fs.BoolVar(&o.leader.enabled, "leader-elect", false, "Run only while holding a coordination.k8s.io Lease, so that several replicas can run with one active.")
-	fs.DurationVar(&o.leader.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long standbys wait after the last renewal before taking the lease over.")
-	fs.DurationVar(&o.leader.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up leadership (and exits).")
-	fs.DurationVar(&o.leader.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often to try to acquire or renew the lease.")
-	fs.StringVar(&o.leader.resourceName, "leader-elect-resource-name", controllerName, "Name of the Lease object.")
-	fs.StringVar(&o.leader.resourceNamespace, "leader-elect-resource-namespace", "", "Namespace of the Lease object (default: the pod's namespace in a cluster, else \"default\").")
+	fs.BoolVar(&o.leader.Enabled, "leader-elect", false, "Run only while holding a coordination.k8s.io Lease, so that several replicas can run with one active.")
+	fs.DurationVar(&o.leader.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long standbys wait after the last renewal before taking the lease over.")
+	fs.DurationVar(&o.leader.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up leadership (and exits).")
+	fs.DurationVar(&o.leader.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How often to try to acquire or renew the lease.")
+	fs.StringVar(&o.leader.ResourceName, "leader-elect-resource-name", controllerName, "Name of the Lease object.")
+	fs.StringVar(&o.leader.ResourceNamespace, "leader-elect-resource-namespace", "", "Namespace of the Lease object (default: the pod's namespace in a cluster, else \"default\").")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 }
 
@@ -91,12 +108,12 @@ func (o *options) validate() error {
 	if o.startupTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--startup-timeout=%v: must be positive", o.startupTimeout))
 	}
-	errs = append(errs, o.leader.validate())
+	errs = append(errs, o.leader.Validate())
 	return errors.Join(errs...)
 }
 
 func main() {
-	logging := addLogFlags(flag.CommandLine)
+	logging := process.AddLogFlags(flag.CommandLine)
 	var o options
 	o.addFlags(flag.CommandLine)
 	flag.Parse()
@@ -104,7 +121,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "error: unexpected arguments %q; all settings are flags (see --help)\n", flag.Args())
 		os.Exit(exitUsage)
 	}
-	if err := logging.apply(flag.CommandLine); err != nil {
+	if err := logging.Apply(flag.CommandLine); err != nil {
 		fmt.Fprintf(os.Stderr, "error: invalid flags:\n%v\n", err)
 		os.Exit(exitUsage)
 	}
@@ -116,22 +133,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "error: invalid flags:\n%v\n", err)
 		os.Exit(exitUsage)
 	}
-	memLimit, err := goMemoryLimit(os.Getenv)
+	memLimit, err := process.ApplyMemorySettings(os.Getenv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "error: %v\n", err)
 		os.Exit(exitUsage)
 	}
-	if memLimit > 0 {
-		debug.SetMemoryLimit(memLimit)
-	}
-	if pct := gcPercent(os.Getenv); pct > 0 {
-		debug.SetGCPercent(pct)
-	}
 
-	ctx := signalContext()
+	ctx := process.SignalContext(exitFailure)
 	logger := klog.FromContext(ctx)
 	if memLimit > 0 {
-		logger.Info("Go memory limit set from the container's", "bytes", memLimit, "fraction", memoryLimitFraction, "env", memoryLimitEnv)
+		logger.Info("Go memory limit set from the container's", "bytes", memLimit, "fraction", process.MemoryLimitFraction, "env", process.MemoryLimitEnv)
 	}
 	if err := run(ctx, o); err != nil {
 		logger.Error(err, "Exiting")
@@ -141,113 +152,116 @@ func main() {
 	klog.Flush()
 }
 
-// signalContext returns a context cancelled by the first SIGINT or SIGTERM;
-// a second signal exits at once.
-func signalContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		sig := <-ch
-		klog.Background().Info("Received signal, shutting down gracefully; send it again to exit at once", "signal", sig.String())
-		cancel()
-		<-ch
-		klog.Flush()
-		os.Exit(exitFailure)
-	}()
-	return ctx
-}
-
-// run connects, checks the preconditions and runs the controller until ctx
-// is cancelled.
+// run connects, serves the probes, waits for the preconditions and runs
+// the controller until ctx is cancelled.
 func run(ctx context.Context, o options) error {
-	logger := klog.FromContext(ctx)
-	cc, err := loadConfig(o.kubeconfig, o.master, processEnv)
+	c, err := newClients(ctx, o)
 	if err != nil {
 		return err
 	}
-	cfg := cc.Config
-	cfg.UserAgent = controllerName + "/" + buildVersion()
-	if o.qps > 0 {
-		// One limiter shared by every client of the process.
-		cfg.QPS, cfg.Burst = float32(o.qps), o.burst
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
-	} else {
-		cfg.QPS = -1
-	}
-	if !o.compression {
-		cfg.DisableCompression = true
-	}
-	// Pods are read as protobuf: smaller and cheaper to decode than JSON.
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-
-	access := newAccessTracker(ctx, "pods", "podtoips")
-	cfg.Wrap(access.wrap)
-
-	defaultHTTP2HealthCheck()
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return fmt.Errorf("building HTTP client for %s: %w", cfg.Host, err)
-	}
-	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return fmt.Errorf("building Kubernetes client: %w", err)
-	}
-	mirrorClient, err := NewClient(cfg, httpClient, fieldManager)
+	klog.FromContext(ctx).Info("Starting", "version", buildVersion(), "server", c.config.Host, "config", c.config.Source,
+		"namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.Enabled)
+	p, err := startServing(ctx, o, c.tracker)
 	if err != nil {
 		return err
 	}
-
-	logger.Info("Starting", "version", buildVersion(), "server", cfg.Host, "config", cc.source, "namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.enabled)
-	// Probes and metrics are served from the start: a process waiting for
-	// the API server, the CRD or its permissions is alive, not ready, and
-	// its /readyz says why.
-	var leading atomic.Bool
-	h := &health{access: access}
-	var adaptor *leaderelection.HealthzAdaptor
-	if o.leader.enabled {
-		adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-		h.election, h.leading = adaptor, leading.Load
-	}
-	if err := serve(ctx, "metrics", "--metrics-bind-address", o.metricsAddr, metricsHandler()); err != nil {
-		return err
-	}
-	if err := serve(ctx, "health probes", "--health-probe-bind-address", o.probeAddr, h.handler()); err != nil {
-		return err
-	}
-
-	if err := serve(ctx, "profiles", "--profiling-bind-address", o.profilingAddr, profilingHandler()); err != nil {
-		return err
-	}
-
-	if err := waitForPreconditions(ctx, cc, o.namespace, o.leader.leaseAccess(), o.startupTimeout, h.startupFailed); err != nil {
+	if err := access.WaitForPreconditions(ctx, access.Preconditions{
+		CRD: podToIpCRD, Config: c.config, Namespace: o.namespace, ExtraAccess: o.leader.LeaseAccess(),
+		Timeout: o.startupTimeout, Report: p.health.StartupFailed,
+	}); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while waiting
 		}
 		return err
 	}
+	return runController(ctx, o, c, p)
+}
 
-	podInformer, err := newPodInformer(kube, o.namespace)
+// clients are the process's connections to the API server. They share one
+// HTTP client, so one connection, one rate limiter and one access tracker.
+type clients struct {
+	config  *kubeclient.Config
+	tracker *access.Tracker
+	kube    kubernetes.Interface
+	mirrors *Client
+}
+
+// newClients loads the client configuration and builds the clients on it.
+func newClients(ctx context.Context, o options) (*clients, error) {
+	cc, err := kubeclient.LoadConfig(o.kubeconfig, o.master)
+	if err != nil {
+		return nil, err
+	}
+	cfg := cc.Config
+	kubeclient.Options{UserAgent: controllerName + "/" + buildVersion(), QPS: o.qps, Burst: o.burst, Compression: o.compression}.Apply(cfg)
+	tracker := access.NewTracker(ctx, podToIpCRD, "pods", "podtoips")
+	cfg.Wrap(tracker.Wrap)
+
+	kubeclient.DefaultHTTP2HealthCheck()
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building HTTP client for %s: %w", cfg.Host, err)
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building Kubernetes client: %w", err)
+	}
+	mirrors, err := NewClient(cfg, httpClient, fieldManager)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{config: cc, tracker: tracker, kube: kube, mirrors: mirrors}, nil
+}
+
+// probes are what the health probes read, shared with leader election.
+type probes struct {
+	health  *serving.Health
+	adaptor *leaderelection.HealthzAdaptor // nil without leader election
+	leading atomic.Bool
+}
+
+// startServing serves metrics, probes and profiles from the start: a
+// process waiting for the API server, the CRD or its permissions is alive,
+// not ready, and its /readyz says why.
+func startServing(ctx context.Context, o options, tracker *access.Tracker) (*probes, error) {
+	p := &probes{health: &serving.Health{Access: tracker.Check}}
+	if o.leader.Enabled {
+		p.adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+		p.health.Election, p.health.Leading = p.adaptor, p.leading.Load
+	}
+	for _, l := range []struct {
+		what, flag, addr string
+		handler          http.Handler
+	}{
+		{"metrics", "--metrics-bind-address", o.metricsAddr, serving.MetricsHandler()},
+		{"health probes", "--health-probe-bind-address", o.probeAddr, p.health.Handler()},
+		{"profiles", "--profiling-bind-address", o.profilingAddr, serving.ProfilingHandler()},
+	} {
+		if err := serving.Serve(ctx, l.what, l.flag, l.addr, l.handler); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// runController builds the informers and the controller, warms the caches
+// on every replica, and runs the workers here, or only on the leader.
+func runController(ctx context.Context, o options, c *clients, p *probes) error {
+	podInformer, err := newPodInformer(c.kube, o.namespace)
 	if err != nil {
 		return err
 	}
-	mirrorInformer, err := newMirrorInformer(mirrorClient, o.namespace)
+	mirrorInformer, err := newMirrorInformer(c.mirrors, o.namespace)
 	if err != nil {
 		return err
 	}
-
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(kubescheme.Scheme, corev1.EventSource{Component: controllerName})
-
-	nodes, ipAddresses, err := newConflictChecks(kube)
+	recorder, stopEvents := newEventRecorder(ctx, c.kube)
+	defer stopEvents()
+	nodes, ipAddresses, err := newConflictChecks(c.kube)
 	if err != nil {
 		return err
 	}
-	controller, err := NewController(ctx, mirrorClient, Informers{Pods: podInformer, Mirrors: mirrorInformer, Nodes: nodes, IPAddresses: ipAddresses}, recorder)
+	controller, err := NewController(ctx, c.mirrors, Informers{Pods: podInformer, Mirrors: mirrorInformer, Nodes: nodes, IPAddresses: ipAddresses}, recorder)
 	if err != nil {
 		return err
 	}
@@ -258,46 +272,38 @@ func run(ctx context.Context, o options) error {
 	registerMetrics(controller)
 
 	// Every replica warms its caches; only the leader runs workers.
-	h.started(controller.cachesSynced...)
-
-	go podInformer.RunWithContext(ctx)
-	go mirrorInformer.RunWithContext(ctx)
-	for _, k := range controller.checks {
-		go k.Informer.RunWithContext(ctx)
-		go k.Follow(ctx)
-	}
-
-	if !o.leader.enabled {
+	p.health.Started(controller.cachesSynced...)
+	startInformers(ctx, controller.checks, podInformer, mirrorInformer)
+	if !o.leader.Enabled {
 		return controller.Run(ctx, o.workers)
 	}
-	return runWithLeaderElection(ctx, o.leader, kube, recorder, adaptor, &leading, func(ctx, inflight context.Context) error {
+	return leader.Run(ctx, o.leader, c.kube, recorder, p.adaptor, &p.leading, func(ctx, inflight context.Context) error {
 		return controller.RunLeading(ctx, inflight, o.workers)
 	})
 }
 
-// http2HealthCheck is how client-go's HTTP/2 transport decides that a
-// connection is dead: a PING after this long without a frame from the
-// server, and the connection is closed if the PING is not answered in time.
-// All requests and both watches share one connection; one that dies
-// silently (a partition, a NAT or load balancer that lost its state) holds
-// every one of them until the check gives up. client-go's defaults, 30 s and
-// 15 s, keep the controller blind for 45 s; these find out in 15 s, for a
-// PING frame every 10 s on an idle connection.
-var http2HealthCheck = map[string]string{
-	"HTTP2_READ_IDLE_TIMEOUT_SECONDS": "10",
-	"HTTP2_PING_TIMEOUT_SECONDS":      "5",
+// newEventRecorder records the controller's events through the API server
+// and logs them at -v=3; stop flushes and ends the recording.
+func newEventRecorder(ctx context.Context, kube kubernetes.Interface) (recorder record.EventRecorder, stop func()) {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return broadcaster.NewRecorder(kubescheme.Scheme, corev1.EventSource{Component: controllerName}), broadcaster.Shutdown
 }
 
-// defaultHTTP2HealthCheck sets client-go's HTTP/2 health-check variables,
-// read when the transport is built, unless the operator set them.
-func defaultHTTP2HealthCheck() {
-	for k, v := range http2HealthCheck {
-		if _, set := os.LookupEnv(k); !set {
-			_ = os.Setenv(k, v)
-		}
+// startInformers runs the informers, and the conflict checks' informers and
+// followers, until ctx ends.
+func startInformers(ctx context.Context, checks []*conflicts.Check, informers ...cache.SharedIndexInformer) {
+	for _, inf := range informers {
+		go inf.RunWithContext(ctx)
+	}
+	for _, k := range checks {
+		go k.Informer.RunWithContext(ctx)
+		go k.Follow(ctx)
 	}
 }
 
+// namespaceForLog names the namespace flag's value for the startup log.
 func namespaceForLog(ns string) string {
 	if ns == metav1.NamespaceAll {
 		return "(all)"

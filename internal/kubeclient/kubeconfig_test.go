@@ -1,4 +1,4 @@
-package main
+package kubeclient
 
 import (
 	"errors"
@@ -90,14 +90,14 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			if err != nil {
 				t.Fatalf("loadConfig: %v", err)
 			}
-			if cc.Host != tc.wantHost || !strings.Contains(cc.source, tc.source) {
-				t.Errorf("loadConfig = host %q from %q, want host %q from %q", cc.Host, cc.source, tc.wantHost, tc.source)
+			if cc.Host != tc.wantHost || !strings.Contains(cc.Source, tc.source) {
+				t.Errorf("loadConfig = host %q from %q, want host %q from %q", cc.Host, cc.Source, tc.wantHost, tc.source)
 			}
-			if strings.Contains(cc.source, "without credentials") && strings.Contains(cc.credentials, "kubeconfig") && !strings.Contains(cc.credentials, "pass --kubeconfig") {
-				t.Errorf("advice for anonymous requests talks about a kubeconfig's token: %q", cc.credentials)
+			if strings.Contains(cc.Source, "without credentials") && strings.Contains(cc.Credentials, "kubeconfig") && !strings.Contains(cc.Credentials, "pass --kubeconfig") {
+				t.Errorf("advice for anonymous requests talks about a kubeconfig's token: %q", cc.Credentials)
 			}
-			if strings.Contains(cc.source, "in-cluster") && !strings.Contains(cc.credentials, serviceAccountDir) {
-				t.Errorf("advice for in-cluster credentials = %q, want it to name the ServiceAccount token", cc.credentials)
+			if strings.Contains(cc.Source, "in-cluster") && !strings.Contains(cc.Credentials, serviceAccountDir) {
+				t.Errorf("advice for in-cluster credentials = %q, want it to name the ServiceAccount token", cc.Credentials)
 			}
 		})
 	}

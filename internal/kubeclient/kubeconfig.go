@@ -1,4 +1,4 @@
-package main
+package kubeclient
 
 import (
 	"errors"
@@ -15,15 +15,15 @@ import (
 // serviceAccountDir is where a pod's ServiceAccount token and CA are mounted.
 const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-// clientConfig is the client configuration and where it came from: the
-// startup log names the source, and error messages give advice about the
+// Config is the client configuration and where it came from: the startup
+// log names the source, and error messages give advice about the
 // credentials actually in use.
-type clientConfig struct {
+type Config struct {
 	*rest.Config
-	// source names where the configuration was found, for the startup log.
-	source string
-	// credentials says what to check when the API server rejects them.
-	credentials string
+	// Source names where the configuration was found, for the startup log.
+	Source string
+	// Credentials says what to check when the API server rejects them.
+	Credentials string
 }
 
 // configEnv is what loadConfig reads from the process environment; tests
@@ -35,13 +35,18 @@ type configEnv struct {
 
 var processEnv = configEnv{getenv: os.Getenv, inCluster: rest.InClusterConfig}
 
-// loadConfig finds the client configuration in the order kubectl users
+// LoadConfig finds the client configuration in the order kubectl users
 // expect: an explicit --kubeconfig, then $KUBECONFIG, then the pod's
 // ServiceAccount when running in a pod, then ~/.kube/config. --master
 // overrides the server of whichever is used. A pod that sets $KUBECONFIG
 // (a CI runner, a multi-cluster tool) talks to the cluster it names, not to
 // the one it runs in.
-func loadConfig(kubeconfig, master string, env configEnv) (*clientConfig, error) {
+func LoadConfig(kubeconfig, master string) (*Config, error) {
+	return loadConfig(kubeconfig, master, processEnv)
+}
+
+// loadConfig is LoadConfig reading env instead of the process's.
+func loadConfig(kubeconfig, master string, env configEnv) (*Config, error) {
 	overrides := &clientcmd.ConfigOverrides{}
 	overrides.ClusterInfo.Server = master
 	if kubeconfig != "" {
@@ -62,11 +67,11 @@ func loadConfig(kubeconfig, master string, env configEnv) (*clientConfig, error)
 		switch {
 		case err == nil && master != "":
 			cfg.Host = master
-			return &clientConfig{Config: cfg, source: "in-cluster ServiceAccount, server from --master " + master,
-				credentials: "check the ServiceAccount token mounted at " + serviceAccountDir + " and that --master names a server that accepts it"}, nil
+			return &Config{Config: cfg, Source: "in-cluster ServiceAccount, server from --master " + master,
+				Credentials: "check the ServiceAccount token mounted at " + serviceAccountDir + " and that --master names a server that accepts it"}, nil
 		case err == nil:
-			return &clientConfig{Config: cfg, source: "in-cluster ServiceAccount",
-				credentials: "check the ServiceAccount token mounted at " + serviceAccountDir}, nil
+			return &Config{Config: cfg, Source: "in-cluster ServiceAccount",
+				Credentials: "check the ServiceAccount token mounted at " + serviceAccountDir}, nil
 		case master == "":
 			return nil, fmt.Errorf("running in a pod (KUBERNETES_SERVICE_HOST is set) but its ServiceAccount credentials cannot be loaded: %w; "+
 				"mount a ServiceAccount token (automountServiceAccountToken: true), or pass --kubeconfig or set $KUBECONFIG", err)
@@ -84,15 +89,15 @@ func loadConfig(kubeconfig, master string, env configEnv) (*clientConfig, error)
 	case master == "":
 		return nil, errors.New("no Kubernetes configuration found: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, or run inside a pod")
 	}
-	return &clientConfig{Config: &rest.Config{Host: master}, source: "--master " + master + " without credentials",
-		credentials: "no credentials were given (--master without --kubeconfig, $KUBECONFIG or a ServiceAccount token), so requests are anonymous; pass --kubeconfig with a user's credentials"}, nil
+	return &Config{Config: &rest.Config{Host: master}, Source: "--master " + master + " without credentials",
+		Credentials: "no credentials were given (--master without --kubeconfig, $KUBECONFIG or a ServiceAccount token), so requests are anonymous; pass --kubeconfig with a user's credentials"}, nil
 }
 
 // errNoKubeconfig is wrapped by fromKubeconfig when the files hold nothing.
 var errNoKubeconfig = errors.New("no configuration has been provided (missing or empty files)")
 
 // fromKubeconfig builds the configuration from kubeconfig files.
-func fromKubeconfig(rules *clientcmd.ClientConfigLoadingRules, overrides *clientcmd.ConfigOverrides, source, fix string) (*clientConfig, error) {
+func fromKubeconfig(rules *clientcmd.ClientConfigLoadingRules, overrides *clientcmd.ConfigOverrides, source, fix string) (*Config, error) {
 	raw, err := rules.Load()
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w; %s", source, err, fix)
@@ -104,6 +109,6 @@ func fromKubeconfig(rules *clientcmd.ClientConfigLoadingRules, overrides *client
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w; %s", source, err, fix)
 	}
-	return &clientConfig{Config: cfg, source: source,
-		credentials: "check the user's token or client certificate in " + source}, nil
+	return &Config{Config: cfg, Source: source,
+		Credentials: "check the user's token or client certificate in " + source}, nil
 }

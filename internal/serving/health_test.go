@@ -1,4 +1,4 @@
-package main
+package serving
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 )
 
 // probe calls one of h's endpoints and returns the status and body.
-func probe(h *health, path string) (int, string) {
+func probe(h *Health, path string) (int, string) {
 	rec := httptest.NewRecorder()
-	h.handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	h.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	return rec.Code, rec.Body.String()
 }
 
@@ -31,7 +31,7 @@ func probe(h *health, path string) (int, string) {
 // that waits for its CRD or permissions is not restarted for it.
 func TestReadyzFollowsStartup(t *testing.T) {
 	var leading atomic.Bool
-	h := &health{leading: leading.Load}
+	h := &Health{Leading: leading.Load}
 
 	step := func(name string, wantCode int, wantBody string) {
 		t.Helper()
@@ -45,13 +45,13 @@ func TestReadyzFollowsStartup(t *testing.T) {
 	}
 
 	step("checks running", http.StatusServiceUnavailable, "startup checks running")
-	h.startupFailed(errCRDMissing)
+	h.StartupFailed(errors.New("the PodToIp API is not served: CustomResourceDefinition podtoips.example.com is not installed"))
 	step("CRD missing", http.StatusServiceUnavailable, "startup check failing: the PodToIp API is not served: CustomResourceDefinition podtoips.example.com is not installed")
-	h.startupFailed(nil)
+	h.StartupFailed(nil)
 	step("checks passed, informers not built yet", http.StatusServiceUnavailable, "startup checks running")
 
 	var podsSynced, mirrorsSynced atomic.Bool
-	h.started(podsSynced.Load, mirrorsSynced.Load)
+	h.Started(podsSynced.Load, mirrorsSynced.Load)
 	step("caches empty", http.StatusServiceUnavailable, "informer caches not synced yet")
 	podsSynced.Store(true)
 	step("one cache synced", http.StatusServiceUnavailable, "informer caches not synced yet")
@@ -60,35 +60,38 @@ func TestReadyzFollowsStartup(t *testing.T) {
 	leading.Store(true)
 	step("leader", http.StatusOK, "ok: leader")
 
-	single := &health{}
-	single.started(func() bool { return true })
+	single := &Health{}
+	single.Started(func() bool { return true })
 	if code, body := probe(single, "/readyz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("without leader election: /readyz = %d %q, want 200 \"ok\"", code, body)
 	}
 }
 
-// TestReadyzReportsRefusedCalls checks that readiness fails while the API
-// server refuses a call the controller needs.
+// TestReadyzReportsRefusedCalls checks that readiness fails, with the
+// reason, while Access reports that the API server refuses a call the
+// controller needs, and recovers when it no longer does.
 func TestReadyzReportsRefusedCalls(t *testing.T) {
-	access := newAccessTracker(t.Context(), "pods", "podtoips")
-	h := &health{access: access}
-	h.started(func() bool { return true })
-	rt := access.wrap(roundTripFunc(func(*http.Request) (*http.Response, error) {
-		return forbidden(t, authzDenial(podtoipsGR, "", "create", "ns", ""), false), nil
-	}))
-	req := httptest.NewRequest(http.MethodPost, "https://api/apis/example.com/v1/namespaces/ns/podtoips", nil)
-	if _, err := rt.RoundTrip(req); err != nil {
-		t.Fatal(err)
-	}
+	var refused atomic.Bool
+	refused.Store(true)
+	h := &Health{Access: func() error {
+		if refused.Load() {
+			return errors.New("the API server refuses: create podtoips (403 Forbidden); grant the permissions in artifacts/rbac.yaml")
+		}
+		return nil
+	}}
+	h.Started(func() bool { return true })
 	code, body := probe(h, "/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "create podtoips") {
 		t.Errorf("/readyz = %d %q, want 503 naming create podtoips", code, body)
 	}
+	if code, _ := probe(h, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d while calls are refused; a restart does not fix permissions", code)
+	}
+	refused.Store(false)
+	if code, body := probe(h, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz = %d %q once access is restored, want 200", code, body)
+	}
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // stuckLock is a lease lock whose renewals never return, as when the renew
 // loop is wedged. Creating the lease (the first acquisition) works.
@@ -132,8 +135,8 @@ func (*stuckLock) Describe() string   { return "stuck lock" }
 func TestHealthzFailsWhenLeaseRenewalIsStuck(t *testing.T) {
 	adaptor := leaderelection.NewLeaderHealthzAdaptor(100 * time.Millisecond)
 	var leading atomic.Bool
-	h := &health{election: adaptor, leading: leading.Load}
-	h.started(func() bool { return true })
+	h := &Health{Election: adaptor, Leading: leading.Load}
+	h.Started(func() bool { return true })
 
 	lock := &stuckLock{unstick: make(chan struct{})}
 	started := make(chan struct{})

@@ -1,4 +1,4 @@
-package main
+package access
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ func TestCheckAccessReportsWhatItCannotCheck(t *testing.T) {
 			kube := accessReviews(func(*authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error) {
 				return nil, tc.err
 			})
-			err := checkAccess(ctx, kube, "", nil)
+			err := (&Preconditions{CRD: testCRD}).checkAccess(ctx, kube)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("checkAccess = %v, want the check skipped", err)
@@ -63,10 +63,10 @@ func TestCheckAccessNamesWhatIsMissing(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	kube := accessReviews(func(r *authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error) {
 		ra := r.Spec.ResourceAttributes
-		r.Status.Allowed = !(ra.Resource == "pods" && ra.Verb == "watch") && !(ra.Resource == Resource && ra.Verb == "delete")
+		r.Status.Allowed = !(ra.Resource == "pods" && ra.Verb == "watch") && !(ra.Resource == testCRD.Resource && ra.Verb == "delete")
 		return r, nil
 	})
-	err := checkAccess(ctx, kube, "team-a", nil)
+	err := (&Preconditions{CRD: testCRD, Namespace: "team-a"}).checkAccess(ctx, kube)
 	if err == nil {
 		t.Fatal("checkAccess passed with permissions denied")
 	}
@@ -80,7 +80,7 @@ func TestCheckAccessNamesWhatIsMissing(t *testing.T) {
 		r.Status.Allowed = true
 		return r, nil
 	})
-	if err := checkAccess(ctx, all, "", nil); err != nil {
+	if err := (&Preconditions{CRD: testCRD}).checkAccess(ctx, all); err != nil {
 		t.Errorf("checkAccess = %v with everything allowed", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package kubeclient
 
 import (
 	"context"
@@ -21,7 +21,7 @@ const (
 	unreachableRetryMax  = 2 * time.Second
 )
 
-// retryWhileUnreachable wraps an informer's ListerWatcher so that list and
+// RetryWhileUnreachable wraps an informer's ListerWatcher so that list and
 // watch calls failing only because the API server cannot be reached (down,
 // restarting, refusing connections, resetting them) are retried here, with
 // a short capped backoff, instead of being returned to the reflector.
@@ -33,7 +33,7 @@ const (
 // meanwhile. Retrying here keeps the reflector's backoff for what it is
 // for (errors the server returns, such as an expired resource version),
 // while reachability is probed at most every 2 s.
-func retryWhileUnreachable(lw cache.ListerWatcher) cache.ListerWatcher {
+func RetryWhileUnreachable(lw cache.ListerWatcher) cache.ListerWatcher {
 	return &unreachableRetrier{orig: lw, lw: cache.ToListerWatcherWithContext(lw), clock: clock.RealClock{}}
 }
 

@@ -1,4 +1,4 @@
-package main
+package kubeclient
 
 import (
 	"os"
@@ -41,7 +41,7 @@ func TestDefaultHTTP2HealthCheck(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			defaultHTTP2HealthCheck()
+			DefaultHTTP2HealthCheck()
 			for k, v := range tc.want {
 				got, ok := os.LookupEnv(k)
 				if !ok || got != v {

@@ -1,4 +1,4 @@
-package main
+package access
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+
+	"example.com/podtoip-controller/internal/kubeclient"
 )
 
 const (
@@ -26,26 +28,46 @@ const (
 	preflightRequestTimeout = 10 * time.Second
 )
 
-// requiredAccess lists what the controller cannot work without. Events are
-// not listed: without them the controller still works and only logs.
-var requiredAccess = []authorizationv1.ResourceAttributes{
-	{Verb: "list", Resource: "pods"},
-	{Verb: "watch", Resource: "pods"},
-	{Verb: "list", Group: GroupVersion.Group, Resource: Resource},
-	{Verb: "watch", Group: GroupVersion.Group, Resource: Resource},
-	{Verb: "create", Group: GroupVersion.Group, Resource: Resource},
-	{Verb: "update", Group: GroupVersion.Group, Resource: Resource},
-	{Verb: "delete", Group: GroupVersion.Group, Resource: Resource},
+// requiredAccess lists what the controller cannot work without, in
+// namespace ("" for all). Events are not listed: without them the
+// controller still works and only logs.
+func requiredAccess(crd CRD, namespace string) []authorizationv1.ResourceAttributes {
+	group := crd.GroupVersion.Group
+	return []authorizationv1.ResourceAttributes{
+		{Verb: "list", Resource: "pods", Namespace: namespace},
+		{Verb: "watch", Resource: "pods", Namespace: namespace},
+		{Verb: "list", Group: group, Resource: crd.Resource, Namespace: namespace},
+		{Verb: "watch", Group: group, Resource: crd.Resource, Namespace: namespace},
+		{Verb: "create", Group: group, Resource: crd.Resource, Namespace: namespace},
+		{Verb: "update", Group: group, Resource: crd.Resource, Namespace: namespace},
+		{Verb: "delete", Group: group, Resource: crd.Resource, Namespace: namespace},
+	}
 }
 
-// waitForPreconditions checks that the API server answers, serves the
-// PodToIp API and lets us do our job. Each problem is reported as soon as it
-// is seen, then the checks repeat until they pass or timeout expires, so the
-// controller can be started before (or while) the CRD and RBAC are applied.
-// report receives the outcome of every round (nil once they pass).
-func waitForPreconditions(ctx context.Context, cc *clientConfig, namespace string, extraAccess []authorizationv1.ResourceAttributes, timeout time.Duration, report func(error)) error {
+// Preconditions are what the controller needs before it starts, and how
+// long to wait for them.
+type Preconditions struct {
+	CRD    CRD
+	Config *kubeclient.Config
+	// Namespace is the one the controller mirrors pods in; "" for all.
+	Namespace string
+	// ExtraAccess is needed on top of the controller's own permissions,
+	// such as the Lease of leader election.
+	ExtraAccess []authorizationv1.ResourceAttributes
+	Timeout     time.Duration
+	// Report receives the outcome of every round (nil once they pass).
+	Report func(error)
+}
+
+// WaitForPreconditions checks that the API server answers, serves the
+// CRD's API and lets us do our job. Each problem is reported as soon as it
+// is seen, then the checks repeat until they pass or p.Timeout expires, so
+// the controller can be started before (or while) the CRD and RBAC are
+// applied.
+func WaitForPreconditions(ctx context.Context, p Preconditions) error {
 	logger := klog.FromContext(ctx)
-	pcfg := rest.CopyConfig(cc.Config)
+	timeout := p.Timeout
+	pcfg := rest.CopyConfig(p.Config.Config)
 	pcfg.Timeout = preflightRequestTimeout
 	kube, err := kubernetes.NewForConfig(pcfg)
 	if err != nil {
@@ -56,8 +78,8 @@ func waitForPreconditions(ctx context.Context, cc *clientConfig, namespace strin
 
 	reported := ""
 	for {
-		err := checkPreconditions(ctx, kube, cc, namespace, extraAccess)
-		report(err)
+		err := p.check(ctx, kube)
+		p.Report(err)
 		if err == nil {
 			if reported != "" {
 				logger.Info("Startup checks passed")
@@ -76,43 +98,36 @@ func waitForPreconditions(ctx context.Context, cc *clientConfig, namespace strin
 	}
 }
 
-// checkPreconditions runs each startup check once and explains the first
-// that fails in terms of what the user should do.
-func checkPreconditions(ctx context.Context, kube kubernetes.Interface, cc *clientConfig, namespace string, extraAccess []authorizationv1.ResourceAttributes) error {
+// check runs each startup check once and explains the first that fails in
+// terms of what the user should do.
+func (p *Preconditions) check(ctx context.Context, kube kubernetes.Interface) error {
 	if err := kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
-		return describeConnError(err, cc)
+		return describeConnError(err, p.Config)
 	}
-	resources, err := kube.Discovery().ServerResourcesForGroupVersion(GroupVersion.String())
+	gv := p.CRD.GroupVersion
+	resources, err := kube.Discovery().ServerResourcesForGroupVersion(gv.String())
 	switch {
 	case apierrors.IsNotFound(err):
-		return errCRDMissing
+		return p.CRD.missing()
 	case err != nil:
-		return fmt.Errorf("discovering %s: %w", GroupVersion, describeConnError(err, cc))
+		return fmt.Errorf("discovering %s: %w", gv, describeConnError(err, p.Config))
 	}
 	found := false
 	for _, r := range resources.APIResources {
-		found = found || r.Name == Resource
+		found = found || r.Name == p.CRD.Resource
 	}
 	if !found {
-		return errCRDMissing
+		return p.CRD.missing()
 	}
-	return checkAccess(ctx, kube, namespace, extraAccess)
+	return p.checkAccess(ctx, kube)
 }
 
-// errCRDMissing names the CRD and how to install it.
-var errCRDMissing = fmt.Errorf("the PodToIp API is not served: CustomResourceDefinition %s is not installed; install it with 'kubectl apply -f artifacts/crd.yaml'", CRDName)
-
 // checkAccess asks the API server (SelfSubjectAccessReview) whether we may do
-// everything in requiredAccess, and names what is missing.
-func checkAccess(ctx context.Context, kube kubernetes.Interface, namespace string, extraAccess []authorizationv1.ResourceAttributes) error {
+// everything in requiredAccess and p.ExtraAccess, and names what is missing.
+func (p *Preconditions) checkAccess(ctx context.Context, kube kubernetes.Interface) error {
 	logger := klog.FromContext(ctx)
 	var denied []string
-	access := make([]authorizationv1.ResourceAttributes, 0, len(requiredAccess)+len(extraAccess))
-	for _, ra := range requiredAccess {
-		ra.Namespace = namespace
-		access = append(access, ra)
-	}
-	for _, ra := range append(access, extraAccess...) {
+	for _, ra := range append(requiredAccess(p.CRD, p.Namespace), p.ExtraAccess...) {
 		review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra},
 		}, metav1.CreateOptions{})
@@ -139,8 +154,8 @@ func checkAccess(ctx context.Context, kube kubernetes.Interface, namespace strin
 	if self, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{}); err == nil {
 		who = fmt.Sprintf("user %q", self.Status.UserInfo.Username)
 	}
-	return fmt.Errorf("forbidden: %s cannot %s; grant these permissions (see the ClusterRole in artifacts/rbac.yaml)",
-		who, strings.Join(denied, ", cannot "))
+	return fmt.Errorf("forbidden: %s cannot %s; grant these permissions (see the ClusterRole in %s)",
+		who, strings.Join(denied, ", cannot "), p.CRD.RBAC)
 }
 
 // describeAccess renders one permission the way kubectl auth can-i reads.
@@ -161,7 +176,7 @@ func describeAccess(ra authorizationv1.ResourceAttributes) string {
 
 // describeConnError turns a failed request into advice on what to check,
 // about the configuration actually in use.
-func describeConnError(err error, cc *clientConfig) error {
+func describeConnError(err error, cc *kubeclient.Config) error {
 	host := cc.Host
 	var (
 		unknownCA   x509.UnknownAuthorityError
@@ -171,12 +186,12 @@ func describeConnError(err error, cc *clientConfig) error {
 	)
 	switch {
 	case errors.As(err, &unknownCA), errors.As(err, &hostnameErr), errors.As(err, &invalidCert), errors.As(err, &verifyErr):
-		return fmt.Errorf("cannot verify the TLS certificate of the API server at %s: %w; check the server address and the CA trusted by the configuration in use, %s (certificate-authority or certificate-authority-data in a kubeconfig, ca.crt of a ServiceAccount)", host, err, cc.source)
+		return fmt.Errorf("cannot verify the TLS certificate of the API server at %s: %w; check the server address and the CA trusted by the configuration in use, %s (certificate-authority or certificate-authority-data in a kubeconfig, ca.crt of a ServiceAccount)", host, err, cc.Source)
 	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): %w; %s", host, err, cc.credentials)
+		return fmt.Errorf("the API server at %s rejected our credentials (401 Unauthorized): %w; %s", host, err, cc.Credentials)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("the API server at %s denied access: %w", host, err)
 	default:
-		return fmt.Errorf("cannot reach the API server at %s (from %s): %w; check that it is running and that --kubeconfig, $KUBECONFIG or --master point to it", host, cc.source, err)
+		return fmt.Errorf("cannot reach the API server at %s (from %s): %w; check that it is running and that --kubeconfig, $KUBECONFIG or --master point to it", host, cc.Source, err)
 	}
 }

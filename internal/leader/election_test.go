@@ -1,9 +1,8 @@
-package main
+package leader
 
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -87,8 +86,8 @@ func (*memLock) Describe() string   { return "ns/test" }
 // drainTestLease is the timing of the graceful-drain tests: a renew
 // deadline well inside the lease duration, so a guard that stops work in
 // time is told apart from one that waits for client-go.
-var drainTestLease = leaderOptions{enabled: true, leaseDuration: 3 * time.Second, renewDeadline: 2 * time.Second,
-	retryPeriod: 250 * time.Millisecond, resourceName: "test"}
+var drainTestLease = Options{Enabled: true, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second,
+	RetryPeriod: 250 * time.Millisecond, ResourceName: "test"}
 
 // TestLeaseLostDuringGracefulDrain checks the leader that is draining after
 // SIGTERM, its writes still in flight, when its renewals stop succeeding:
@@ -133,8 +132,8 @@ func TestLeaseLostDuringGracefulDrain(t *testing.T) {
 			}
 			// A standby counts the lease duration from no earlier than the
 			// moment our last successful renewal was sent.
-			if gap := time.Unix(0, at).Sub(lock.lastRenewal()); gap >= l.leaseDuration {
-				t.Errorf("calls in flight cancelled %v after the last renewal; a standby may lead after %v", gap, l.leaseDuration)
+			if gap := time.Unix(0, at).Sub(lock.lastRenewal()); gap >= l.LeaseDuration {
+				t.Errorf("calls in flight cancelled %v after the last renewal; a standby may lead after %v", gap, l.LeaseDuration)
 			}
 		})
 	}
@@ -166,41 +165,5 @@ func TestLeaseReleasedAfterGracefulDrain(t *testing.T) {
 	}
 	if rec, _, _ := lock.Get(context.Background()); rec.HolderIdentity != "" {
 		t.Errorf("the lease is still held by %q after the stop, want released", rec.HolderIdentity)
-	}
-}
-
-func TestLeaderOptionsValidate(t *testing.T) {
-	valid := leaderOptions{enabled: true, leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second, resourceName: "x"}
-	for name, tc := range map[string]struct {
-		mut  func(*leaderOptions)
-		want string // "" for valid
-	}{
-		"defaults": {func(*leaderOptions) {}, ""},
-		"sub-second renew and retry": {func(l *leaderOptions) {
-			l.leaseDuration, l.renewDeadline, l.retryPeriod = time.Second, 900*time.Millisecond, 100*time.Millisecond
-		}, ""},
-		"lease under a second": {func(l *leaderOptions) {
-			l.leaseDuration, l.renewDeadline, l.retryPeriod = 900*time.Millisecond, 500*time.Millisecond, 100*time.Millisecond
-		}, "must be a whole number of seconds"},
-		"fractional lease": {func(l *leaderOptions) {
-			l.leaseDuration, l.renewDeadline, l.retryPeriod = 1500*time.Millisecond, time.Second, 200*time.Millisecond
-		}, "(use 2s)"},
-		"lease not above renew":        {func(l *leaderOptions) { l.renewDeadline = 15 * time.Second }, "must be greater than --leader-elect-renew-deadline"},
-		"renew not above 1.2 x retry":  {func(l *leaderOptions) { l.retryPeriod = 9 * time.Second }, "1.2 x --leader-elect-retry-period"},
-		"zero":                         {func(l *leaderOptions) { l.retryPeriod = 0 }, "must all be positive"},
-		"empty name":                   {func(l *leaderOptions) { l.resourceName = "" }, "must not be empty"},
-		"not checked when not enabled": {func(l *leaderOptions) { l.enabled, l.leaseDuration = false, 900*time.Millisecond }, ""},
-	} {
-		t.Run(name, func(t *testing.T) {
-			l := valid
-			tc.mut(&l)
-			err := l.validate()
-			switch {
-			case tc.want == "" && err != nil:
-				t.Errorf("validate() = %v, want valid", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Errorf("validate() = %v, want an error containing %q", err, tc.want)
-			}
-		})
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"flag"
@@ -13,10 +13,10 @@ import (
 // it would ignore instead of silently ignoring them. The JSON format itself
 // is exercised end to end.
 func TestLogFlags(t *testing.T) {
-	parse := func(args ...string) (*flag.FlagSet, *logOptions, error) {
+	parse := func(args ...string) (*flag.FlagSet, *LogOptions, error) {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		o := addLogFlags(fs)
+		o := AddLogFlags(fs)
 		return fs, o, fs.Parse(args)
 	}
 	fs, _, err := parse()
@@ -44,9 +44,9 @@ func TestLogFlags(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		err = o.apply(fs)
+		err = o.Apply(fs)
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("%v: apply = %v, want %q", tc.args, err, tc.want)
+			t.Errorf("%v: Apply = %v, want %q", tc.args, err, tc.want)
 		}
 	}
 }

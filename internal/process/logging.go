@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"flag"
@@ -14,9 +14,9 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 )
 
-// logOptions are the logging flags: every klog flag, as before, and
+// LogOptions are the logging flags: every klog flag, as before, and
 // --logging-format from k8s.io/component-base/logs, so that the log (and
-// the attribution trail in it, see trail.go) can be written as JSON lines
+// the attribution trail in it) can be written as JSON lines
 // for a log pipeline, exactly as kube-scheduler or kube-controller-manager
 // write theirs.
 //
@@ -26,16 +26,16 @@ import (
 // those flags; here they keep working. Another format writes through its
 // own backend and honours only -v, so combining it with another klog flag
 // is an error rather than a flag that quietly does nothing.
-type logOptions struct {
+type LogOptions struct {
 	config *logsapi.LoggingConfiguration
 	// klog holds klog's flags, bound to klog's global configuration; they
 	// are also registered on the command line.
 	klog *flag.FlagSet
 }
 
-// addLogFlags registers the logging flags on fs.
-func addLogFlags(fs *flag.FlagSet) *logOptions {
-	o := &logOptions{config: logsapi.NewLoggingConfiguration(), klog: flag.NewFlagSet("klog", flag.ContinueOnError)}
+// AddLogFlags registers the logging flags on fs.
+func AddLogFlags(fs *flag.FlagSet) *LogOptions {
+	o := &LogOptions{config: logsapi.NewLoggingConfiguration(), klog: flag.NewFlagSet("klog", flag.ContinueOnError)}
 	klog.InitFlags(o.klog)
 	o.klog.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
 	// component-base's own --logging-format, bound to its configuration.
@@ -48,9 +48,9 @@ func addLogFlags(fs *flag.FlagSet) *logOptions {
 	return o
 }
 
-// apply configures logging from the parsed flags of fs. It must run before
+// Apply configures logging from the parsed flags of fs. It must run before
 // anything logs.
-func (o *logOptions) apply(fs *flag.FlagSet) error {
+func (o *LogOptions) Apply(fs *flag.FlagSet) error {
 	if o.config.Format == logsapi.DefaultLogFormat {
 		return nil // klog, as its flags say
 	}

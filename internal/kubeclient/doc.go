@@ -1,0 +1,7 @@
+// Package kubeclient sets up the process's connection to the API server:
+// where the configuration comes from (LoadConfig), how every client of the
+// process talks (Options: user agent, one shared rate limiter, compression,
+// protobuf), how quickly a silently dead HTTP/2 connection is dropped
+// (DefaultHTTP2HealthCheck), and how informers ride out an unreachable API
+// server (RetryWhileUnreachable).
+package kubeclient

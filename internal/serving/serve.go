@@ -1,0 +1,48 @@
+package serving
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+)
+
+// Serve listens on addr ("0" or "" disables) and serves handler until ctx
+// ends. It returns once listening, so a taken port is reported at startup;
+// what names the listener in logs and flagName the flag that sets addr.
+func Serve(ctx context.Context, what, flagName, addr string, handler http.Handler) error {
+	if addr == "0" || addr == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serving %s on %s: %w; choose another address with %s, or 0 to disable", what, addr, err, flagName)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	klog.FromContext(ctx).Info("Serving "+what, "address", l.Addr().String())
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "Serving "+what+" failed")
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	return nil
+}
+
+// MetricsHandler serves Prometheus text at /metrics: every metric
+// registered with component-base's legacyregistry.
+func MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", legacyregistry.Handler())
+	return mux
+}
