@@ -78,56 +78,87 @@ func newHolders(have *mirrorInfo, want *PodToIp) []string {
 }
 
 // conflictsOf returns each address of pod that someone else holds, with the
-// other holders, sorted by address; nil when none does. It reads only the
-// caches. key is the pod's own key, which the pod index also returns.
+// other holders (its oldest pods, at most conflicts.MaxListed, and the Node
+// and Service holding it), sorted by address; nil when none does. It reads
+// only the caches, and only as many holders as it lists: however many pods
+// share an address, a reconcile costs the same. key is the pod's own key,
+// which the holder index also returns.
 func (c *Controller) conflictsOf(key cache.ObjectName, pod *podInfo) ([]conflicts.Conflict, error) {
-	addrs := heldAddresses(pod)
-	if len(addrs) == 0 {
-		return nil, nil
-	}
 	var out []conflicts.Conflict
-	for _, addr := range addrs {
-		var holders []string
-		for _, k := range c.holders.Holders(addr) {
-			if k == key {
+	for _, addr := range heldAddresses(pod) {
+		found, err := c.podsHolding(addr, key)
+		if err != nil {
+			return nil, err
+		}
+		others, err := c.othersHolding(addr, pod.NodeName)
+		if err != nil {
+			return nil, err
+		}
+		found.Holders = append(found.Holders, others...)
+		if len(found.Holders) > 0 {
+			slices.Sort(found.Holders)
+			out = append(out, found)
+		}
+	}
+	slices.SortFunc(out, func(a, b conflicts.Conflict) int { return strings.Compare(a.Address, b.Address) })
+	return out, nil
+}
+
+// podsHolding returns the oldest pods other than except that hold addr, at
+// most conflicts.MaxListed, named as conflictsWith names them, and in More
+// how many others there are. A holder the index names is listed only if
+// the pod cache agrees (the index may run ahead of a reconcile's read).
+func (c *Controller) podsHolding(addr string, except cache.ObjectName) (conflicts.Conflict, error) {
+	found := conflicts.Conflict{Address: addr}
+	for n := conflicts.MaxListed + 1; ; n *= 2 {
+		keys, total := c.holders.Oldest(addr, n)
+		found.Holders = found.Holders[:0]
+		for _, k := range keys {
+			if k == except || len(found.Holders) == conflicts.MaxListed {
 				continue
 			}
 			other, err := c.cachedPod(k)
 			if err != nil {
-				return nil, err
+				return found, err
 			}
 			if other != nil && slices.Contains(heldAddresses(other), addr) {
-				holders = append(holders, conflicts.HolderPod+" "+k.String())
+				found.Holders = append(found.Holders, conflicts.HolderPod+" "+k.String())
 			}
 		}
-		if c.ipAddresses != nil {
-			obj, exists, err := c.ipAddresses.GetByKey(addr)
-			if err != nil {
-				return nil, fmt.Errorf("looking up IPAddress %s: %w", addr, err)
-			}
-			if exists && obj.(*conflicts.IPAddressInfo).Holder != "" {
-				holders = append(holders, obj.(*conflicts.IPAddressInfo).Holder)
-			}
-		}
-		if c.nodes != nil {
-			nodeKeys, err := c.nodes.IndexKeys(conflicts.AddressIndex, addr)
-			if err != nil {
-				return nil, fmt.Errorf("looking up the nodes holding %s: %w", addr, err)
-			}
-			for _, k := range nodeKeys {
-				// A pod that has a node to itself (EKS Fargate, say) holds
-				// its node's address by design, not in conflict with it.
-				if k != pod.NodeName {
-					holders = append(holders, conflicts.HolderNode+" "+k)
-				}
-			}
-		}
-		if len(holders) > 0 {
-			slices.Sort(holders)
-			out = append(out, conflicts.Conflict{Address: addr, Holders: holders})
+		if len(found.Holders) == conflicts.MaxListed || len(keys) == total {
+			// total counts the pod itself: it holds addr.
+			found.More = max(0, total-1-len(found.Holders))
+			return found, nil
 		}
 	}
-	slices.SortFunc(out, func(a, b conflicts.Conflict) int { return strings.Compare(a.Address, b.Address) })
+}
+
+// othersHolding names the Service and the Nodes holding addr, as
+// conflictsWith names them; the Node the pod runs on does not count (a
+// pod that has a node to itself, on EKS Fargate say, holds its node's
+// address by design).
+func (c *Controller) othersHolding(addr, podNode string) ([]string, error) {
+	var out []string
+	if c.ipAddresses != nil {
+		obj, exists, err := c.ipAddresses.GetByKey(addr)
+		if err != nil {
+			return nil, fmt.Errorf("looking up IPAddress %s: %w", addr, err)
+		}
+		if exists && obj.(*conflicts.IPAddressInfo).Holder != "" {
+			out = append(out, obj.(*conflicts.IPAddressInfo).Holder)
+		}
+	}
+	if c.nodes != nil {
+		nodeKeys, err := c.nodes.IndexKeys(conflicts.AddressIndex, addr)
+		if err != nil {
+			return nil, fmt.Errorf("looking up the nodes holding %s: %w", addr, err)
+		}
+		for _, k := range nodeKeys {
+			if k != podNode {
+				out = append(out, conflicts.HolderNode+" "+k)
+			}
+		}
+	}
 	return out, nil
 }
 

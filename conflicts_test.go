@@ -386,30 +386,30 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 	}{
 		"added": {func(f *fixture) {
 			p := podAt("w", "10.1.0.1")
-			_ = f.pods.Add(p)
+			_ = f.pods.Indexer.Add(toPodInfo(p)) // the handler keeps the index
 			f.c.addPod(toPodInfo(p))
 		}, []string{"w", "x", "z"}},
 		"address changed": {func(f *fixture) {
 			old := podAt("y", "10.1.0.2")
 			cur := moved(old, func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "10.1.0.1", []corev1.PodIP{{IP: "10.1.0.1"}} })
-			_ = f.pods.Update(cur)
+			_ = f.pods.Indexer.Update(toPodInfo(cur))
 			f.c.updatePod(toPodInfo(old), toPodInfo(cur))
 		}, []string{"x", "y", "z"}},
 		"terminating": {func(f *fixture) {
 			old := podAt("x", "10.1.0.1")
 			cur := moved(old, func(p *corev1.Pod) { p.DeletionTimestamp = &now })
-			_ = f.pods.Update(cur)
+			_ = f.pods.Indexer.Update(toPodInfo(cur))
 			f.c.updatePod(toPodInfo(old), toPodInfo(cur))
 		}, []string{"x", "z"}},
 		"node changed only": {func(f *fixture) {
 			old := podAt("x", "10.1.0.1")
 			cur := moved(old, func(p *corev1.Pod) { p.Spec.NodeName = "node-2" })
-			_ = f.pods.Update(cur)
+			_ = f.pods.Indexer.Update(toPodInfo(cur))
 			f.c.updatePod(toPodInfo(old), toPodInfo(cur))
 		}, []string{"x"}},
 		"deleted": {func(f *fixture) {
 			p := podAt("z", "10.1.0.1")
-			_ = f.pods.Delete(p)
+			_ = f.pods.Indexer.Delete(toPodInfo(p))
 			f.c.deletePod(cache.DeletedFinalStateUnknown{Key: "ns/z", Obj: toPodInfo(p)})
 		}, []string{"x", "z"}},
 		"node added": {func(f *fixture) {
@@ -550,5 +550,120 @@ func TestSyncPodOnItsOwnNode(t *testing.T) {
 	f.sync("intruder")
 	if m := rec.last(t); !m.Conflict || !slices.Equal(m.ConflictsWith, []string{"Node " + nodeName, "Pod ns/fargate"}) {
 		t.Errorf("another pod on that address: conflict=%v conflictsWith=%q, want the node and the pod", m.Conflict, m.ConflictsWith)
+	}
+}
+
+// countingPods counts the reads of the pod cache.
+type countingPods struct {
+	cache.Indexer
+	reads int
+}
+
+func (c *countingPods) GetByKey(key string) (any, bool, error) {
+	c.reads++
+	return c.Indexer.GetByKey(key)
+}
+
+// TestLargeGroupOnOneAddress checks a misbehaving IPAM that hands one
+// address to 2,000 pods: each reconcile reads only the holders a mirror
+// lists, a pod joining the group as its newest member queues and rewrites
+// no other mirror, one leaving from the middle neither, and the event
+// message stays bounded. Only the oldest holders leaving changes what the
+// others list.
+func TestLargeGroupOnOneAddress(t *testing.T) {
+	const n, addr = 2000, "10.9.0.1"
+	f := conflictFixture(t)
+	f.recorder = record.NewFakeRecorder(2 * n)
+	f.c.recorder = f.recorder
+	rec := &recordingMirrors{fakeMirrors: f.client}
+	f.c.mirrorClient = rec
+	pods := &countingPods{Indexer: f.pods.Indexer}
+	f.c.pods = pods
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := func(i int) *corev1.Pod {
+		p := podAt(fmt.Sprintf("p%04d", i), addr)
+		p.CreationTimestamp = metav1.NewTime(base.Add(time.Duration(i) * time.Second))
+		return p
+	}
+	for i := range n {
+		_ = f.pods.Add(pod(i))
+	}
+	for i := range n {
+		before := pods.reads
+		f.sync(fmt.Sprintf("p%04d", i))
+		if r := pods.reads - before; r > 2*(conflicts.MaxListed+1)+1 {
+			t.Fatalf("a reconcile read the pod cache %d times; a group's size must not matter", r)
+		}
+	}
+	if len(rec.written) != n {
+		t.Fatalf("%d writes to converge %d pods, want %d", len(rec.written), n, n)
+	}
+	f.catchUp(rec, 0)
+	f.events()
+	oldest := rec.written[n-1].ConflictsWith
+	if want := fmt.Sprintf("Pod ns/p%04d", conflicts.MaxListed-1); len(oldest) != conflicts.MaxListed || oldest[0] != "Pod ns/p0000" || oldest[len(oldest)-1] != want {
+		t.Fatalf("the newest pod lists %q, want the %d oldest", oldest, conflicts.MaxListed)
+	}
+	f.takeQueued()
+
+	// The newest member joins: it alone is queued and written.
+	joiner := toPodInfo(pod(n))
+	_ = f.pods.Indexer.Add(joiner)
+	f.c.addPod(joiner)
+	if q := f.c.queue.Len(); q != 1 {
+		t.Errorf("a pod joining a group of %d queued %d keys, want 1 (itself)", n, q)
+	}
+	f.takeQueued()
+	from := len(rec.written)
+	for i := range n + 1 {
+		f.sync(fmt.Sprintf("p%04d", i))
+	}
+	if w := rec.written[from:]; len(w) != 1 || w[0].Name != joiner.Name {
+		t.Errorf("a pod joining a group of %d wrote %d mirrors, want 1 (its own)", n, len(w))
+	}
+	e := f.events()
+	if len(e) != 1 {
+		t.Fatalf("a pod joining a group of %d recorded %d events, want 1", n, len(e))
+	}
+	if len(e[0]) > 2048 || !strings.Contains(e[0], fmt.Sprintf("and %d more pods", n-conflicts.MaxListed)) {
+		t.Errorf("event of %d bytes, want it bounded and counting the others: %.300s", len(e[0]), e[0])
+	}
+	f.catchUp(rec, from)
+
+	// A pod from the middle leaves: it alone is queued.
+	middle := toPodInfo(pod(n / 2))
+	_ = f.pods.Indexer.Delete(middle)
+	f.c.deletePod(middle)
+	if q := f.c.queue.Len(); q != 1 {
+		t.Errorf("a pod leaving the middle of the group queued %d keys, want 1 (itself)", q)
+	}
+	f.takeQueued()
+
+	// The oldest leaves: every other mirror lists one holder more.
+	first := toPodInfo(pod(0))
+	_ = f.pods.Indexer.Delete(first)
+	f.c.deletePod(first)
+	if q := f.c.queue.Len(); q != n {
+		t.Errorf("the oldest pod leaving queued %d keys, want %d (the %d others and itself)", q, n, n-1)
+	}
+}
+
+// TestPodWithForeignMirrorStillHolds checks that a pod whose PodToIp is not
+// managed by the controller (left alone) still holds its address: another
+// pod on it is in conflict with it.
+func TestPodWithForeignMirrorStillHolds(t *testing.T) {
+	f := conflictFixture(t)
+	rec := &recordingMirrors{fakeMirrors: f.client}
+	f.c.mirrorClient = rec
+	_ = f.pods.Add(podAt("a", "10.1.0.1"))
+	_ = f.pods.Add(podAt("b", "10.1.0.1"))
+	foreign := desiredFor(podAt("a", "10.1.0.1"))
+	foreign.Labels = map[string]string{managedByLabel: "someone-else"}
+	f.cached(foreign, "m-a", "5")
+	f.sync("a")
+	f.sync("b")
+	f.expectActions("create ns/b")
+	if m := rec.last(t); !m.Conflict || !slices.Equal(m.ConflictsWith, []string{"Pod ns/a"}) {
+		t.Errorf("b: conflict=%v conflictsWith=%q, want a listed", m.Conflict, m.ConflictsWith)
 	}
 }

@@ -151,7 +151,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		recorder:     recorder,
 		pods:         inf.Pods.GetIndexer(),
 		mirrors:      inf.Mirrors.GetIndexer(),
-		holders:      conflicts.NewHolderIndex(),
+		holders:      conflicts.NewHolderIndex(conflicts.MaxListed),
 		// A closure, not the method value: registering the counter replaces
 		// what it delegates to.
 		conflicts: conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
@@ -234,15 +234,15 @@ func (c *Controller) enqueue(key cache.ObjectName) {
 // A pod's conflicts depend on the other holders of its addresses, so a pod
 // that comes, goes, or changes its addresses or whether it counts as a
 // holder is recorded in the holder index (on every replica) and also
-// queues the other holders of its old and new addresses.
+// queues the other holders of the addresses where their mirrors may change
+// with it (see conflicts.HolderIndex.Move): not those of a large group it
+// joins as its newest member, whose mirrors keep listing the oldest.
 
 func (c *Controller) addPod(obj any) {
 	pod := obj.(*podInfo)
-	key := pod.key()
-	held := heldAddresses(pod)
-	c.holders.Move(key, nil, held)
-	c.enqueue(key)
-	c.enqueueHoldersOf(key, held)
+	affected := c.holders.Move(pod.holder(), nil, heldAddresses(pod))
+	c.enqueue(pod.key())
+	c.enqueueHoldersOf(pod.key(), affected)
 }
 
 func (c *Controller) updatePod(oldObj, newObj any) {
@@ -250,25 +250,22 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 	if old.ResourceVersion == cur.ResourceVersion || !mirrorChanged(old, cur) {
 		return
 	}
-	key := cur.key()
-	was, is := heldAddresses(old), heldAddresses(cur)
-	changed := !slices.Equal(was, is)
-	if changed {
-		c.holders.Move(key, was, is)
+	var affected []string
+	if was, is := heldAddresses(old), heldAddresses(cur); old.UID != cur.UID {
+		// Another incarnation under the name: another holder, of another age.
+		affected = append(c.holders.Move(old.holder(), was, nil), c.holders.Move(cur.holder(), nil, is)...)
+	} else if !slices.Equal(was, is) {
+		affected = c.holders.Move(cur.holder(), was, is)
 	}
-	c.enqueue(key)
-	if changed {
-		c.enqueueHoldersOf(key, was, is)
-	}
+	c.enqueue(cur.key())
+	c.enqueueHoldersOf(cur.key(), affected)
 }
 
 func (c *Controller) deletePod(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
-		key := pod.key()
-		held := heldAddresses(pod)
-		c.holders.Move(key, held, nil)
-		c.enqueue(key)
-		c.enqueueHoldersOf(key, held)
+		affected := c.holders.Move(pod.holder(), heldAddresses(pod), nil)
+		c.enqueue(pod.key())
+		c.enqueueHoldersOf(pod.key(), affected)
 	}
 }
 

@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/tracker"
@@ -360,5 +365,106 @@ func TestDeleteHandlersUnwrapTombstones(t *testing.T) {
 	f.c.deletePod(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: "not a pod"})
 	if f.c.queue.Len() != 0 {
 		t.Errorf("a foreign tombstone queued %d keys", f.c.queue.Len())
+	}
+}
+
+// TestWhichErrorsArePermanent pins which failures drop a key after
+// maxPermanentRetries attempts (the API server refused the object itself:
+// repeating the same write cannot succeed) and which are retried for as
+// long as they last (dropping them would leave a mirror stale until its pod
+// changes again).
+func TestWhichErrorsArePermanent(t *testing.T) {
+	gr := schema.GroupResource{Group: GroupVersion.Group, Resource: Resource}
+	gk := schema.GroupKind{Group: GroupVersion.Group, Kind: "PodToIp"}
+	terminating := apierrors.NewForbidden(gr, "web", errors.New("namespace is terminating"))
+	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
+	for name, tc := range map[string]struct {
+		err       error
+		permanent bool
+	}{
+		"403 RBAC":                  {apierrors.NewForbidden(gr, "web", errors.New(`User "x" cannot create resource "podtoips"`)), false},
+		"403 quota":                 {apierrors.NewForbidden(gr, "web", errors.New("exceeded quota: q")), false},
+		"403 namespace terminating": {terminating, false},
+		"403 admission":             {apierrors.NewForbidden(gr, "web", errors.New(`admission webhook "w" denied the request`)), false},
+		"429":                       {apierrors.NewTooManyRequests("slow down", 1), false},
+		"timeout":                   {apierrors.NewTimeoutError("slow", 1), false},
+		"server timeout":            {apierrors.NewServerTimeout(gr, "create", 1), false},
+		"deadline":                  {context.DeadlineExceeded, false},
+		"connection reset":          {&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, false},
+		"EOF":                       {io.ErrUnexpectedEOF, false},
+		"500":                       {apierrors.NewInternalError(errors.New("etcd")), false},
+		"503":                       {apierrors.NewServiceUnavailable("down"), false},
+		"400":                       {apierrors.NewBadRequest("bad"), true},
+		"422":                       {apierrors.NewInvalid(gk, "web", nil), true},
+		"413":                       {apierrors.NewRequestEntityTooLargeError("big"), true},
+		"405":                       {apierrors.NewMethodNotSupported(gr, "patch"), true},
+		"422, wrapped":              {fmt.Errorf("updating PodToIp ns/web: %w", apierrors.NewInvalid(gk, "web", nil)), true},
+	} {
+		if got := isPermanent(tc.err); got != tc.permanent {
+			t.Errorf("%s: isPermanent = %v, want %v", name, got, tc.permanent)
+		}
+	}
+}
+
+// TestRetryBackoff pins the per-pod backoff of a failing key: 5 ms,
+// doubling at each failure, capped at 30 s, and back to 5 ms once it
+// succeeds.
+func TestRetryBackoff(t *testing.T) {
+	rl := newRateLimiter()
+	key := cache.ObjectName{Namespace: "ns", Name: "web"}
+	want := 5 * time.Millisecond
+	for i := range 20 {
+		if got := rl.When(key); got != want {
+			t.Fatalf("failure %d: retry after %v, want %v", i+1, got, want)
+		}
+		want = min(2*want, 30*time.Second)
+	}
+	rl.Forget(key)
+	if got := rl.When(key); got != 5*time.Millisecond {
+		t.Errorf("after a success, the next failure waits %v, want 5ms", got)
+	}
+}
+
+// deadlineMirrors records the deadline of each call's context.
+type deadlineMirrors struct {
+	*fakeMirrors
+	deadlines []time.Duration
+}
+
+func (d *deadlineMirrors) PodToIps(ns string) PodToIpInterface {
+	return &deadlineNS{d, d.fakeMirrors.PodToIps(ns)}
+}
+
+type deadlineNS struct {
+	d *deadlineMirrors
+	PodToIpInterface
+}
+
+func (n *deadlineNS) Create(ctx context.Context, obj *PodToIp, opts metav1.CreateOptions) (*PodToIp, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		n.d.deadlines = append(n.d.deadlines, time.Until(dl))
+	} else {
+		n.d.deadlines = append(n.d.deadlines, -1)
+	}
+	return n.PodToIpInterface.Create(ctx, obj, opts)
+}
+
+// TestWorkerBoundsEachReconcile checks that a reconcile's API calls carry a
+// deadline of syncTimeout (30 s): a call on a dead connection is cut then,
+// and the worker takes the next key, even while the process drains.
+func TestWorkerBoundsEachReconcile(t *testing.T) {
+	f := newFixture(t)
+	d := &deadlineMirrors{fakeMirrors: f.client}
+	f.c.mirrorClient = d
+	_ = f.pods.Add(testPod())
+	f.c.queue.Add(cache.ObjectName{Namespace: "ns", Name: "web"})
+	if !f.c.processNextWorkItem(f.ctx, context.WithoutCancel(f.ctx)) {
+		t.Fatal("the worker stopped")
+	}
+	if len(d.deadlines) != 1 || d.deadlines[0] <= syncTimeout-5*time.Second || d.deadlines[0] > syncTimeout {
+		t.Errorf("the create's deadline was %v from the call, want %v", d.deadlines, syncTimeout)
+	}
+	if syncTimeout != 30*time.Second {
+		t.Errorf("syncTimeout = %v; docs/flags.md promises 30 s", syncTimeout)
 	}
 }

@@ -39,23 +39,22 @@ type podStore struct {
 }
 
 func newPodStore() podStore {
-	return podStore{cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), conflicts.NewHolderIndex()}
+	return podStore{cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), conflicts.NewHolderIndex(conflicts.MaxListed)}
 }
 
 func (s podStore) Add(p *corev1.Pod) error {
 	info := toPodInfo(p)
-	s.holders.Move(info.key(), nil, heldAddresses(info))
+	s.holders.Move(info.holder(), nil, heldAddresses(info))
 	return s.Indexer.Add(info)
 }
 
 func (s podStore) Update(p *corev1.Pod) error {
 	info := toPodInfo(p)
 	key := info.key()
-	var was []string
 	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
-		was = heldAddresses(old.(*podInfo))
+		s.holders.Move(old.(*podInfo).holder(), heldAddresses(old.(*podInfo)), nil)
 	}
-	s.holders.Move(key, was, heldAddresses(info))
+	s.holders.Move(info.holder(), nil, heldAddresses(info))
 	return s.Indexer.Update(info)
 }
 
@@ -63,7 +62,7 @@ func (s podStore) Delete(p *corev1.Pod) error {
 	info := toPodInfo(p)
 	key := info.key()
 	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
-		s.holders.Move(key, heldAddresses(old.(*podInfo)), nil)
+		s.holders.Move(old.(*podInfo).holder(), heldAddresses(old.(*podInfo)), nil)
 	}
 	return s.Indexer.Delete(info)
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"example.com/podtoip-controller/internal/addr"
+	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/slim"
 	"example.com/podtoip-controller/internal/tracker"
 	"example.com/podtoip-controller/internal/trail"
@@ -36,6 +37,9 @@ type podInfo struct {
 	PodIP string
 	// PodIPs is status.podIPs, primary first.
 	PodIPs []string
+	// Created is creationTimestamp, in Unix seconds: conflictsWith lists
+	// the oldest holders of an address.
+	Created int64
 	// HostNetwork is spec.hostNetwork: the pod's addresses are its node's,
 	// shared with every other hostNetwork pod there.
 	HostNetwork bool
@@ -79,8 +83,14 @@ func toPodInfo(pod *corev1.Pod) *podInfo {
 		Phase:             corev1.PodPhase(slim.Intern(string(pod.Status.Phase))),
 		PodIP:             shareWith(pod.Status.PodIP, ips),
 		PodIPs:            ips,
+		Created:           pod.CreationTimestamp.Unix(),
 		HostNetwork:       pod.Spec.HostNetwork,
 	}
+}
+
+// holder is the pod as the holder index keeps it.
+func (p *podInfo) holder() conflicts.Holder {
+	return conflicts.Holder{Key: p.key(), Created: p.Created}
 }
 
 // reference names the pod in events.

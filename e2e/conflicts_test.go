@@ -7,12 +7,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -798,5 +801,403 @@ func TestConflictAlertRuleNamesExportedSeries(t *testing.T) {
 	}
 	if len(sm.Spec.Endpoints) != 1 || len(service.Spec.Ports) != 1 || sm.Spec.Endpoints[0].Port != service.Spec.Ports[0].Name {
 		t.Errorf("the ServiceMonitor scrapes ports %+v, the Service has %+v", sm.Spec.Endpoints, service.Spec.Ports)
+	}
+}
+
+// waitCheckEnabled waits until the controller's optional conflict check
+// (nodes or services) runs, its informer synced: before that, "no
+// conflict" would prove nothing.
+func waitCheckEnabled(t *testing.T, p *controlplane.Process, check string) {
+	t.Helper()
+	var v float64
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		v = metric(t, scrape(t, p), "podtoip_controller_conflict_check_enabled", `check="`+check+`"`)
+		return v == 1, nil
+	}); err != nil {
+		t.Fatalf("conflict_check_enabled{check=%q} = %v, want 1", check, v)
+	}
+}
+
+// TestConflictPodOnItsOwnNode: on EKS Fargate every pod has a node of its
+// own (fargate-ip-…) whose InternalIP is the pod's address. The pod is not
+// in conflict with its own node, and gets no event; another pod, on
+// another node, with that address is in conflict with both the node and
+// the first pod, and the first pod with it alone.
+func TestConflictPodOnItsOwnNode(t *testing.T) {
+	ns := newNamespace(t)
+	const ip = "10.251.8.1"
+	node := "fargate-ip-10-251-8-1-" + ns
+	createNode(t, node, ip)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+	waitCheckEnabled(t, p, "nodes")
+
+	runningPod(t, ns, "fargate", []string{ip}, onNode(node))
+	waitMirrorIPs(t, ns, "fargate", ip)
+	if m := waitConflict(t, ns, "fargate"); m.NodeName != node {
+		t.Errorf("mirror of pod fargate: %s, want node %s", describe(m), node)
+	}
+	foreign := foreignObjects{}
+	expectEventsRecorded(t, ns, foreign, 0, "fargate")
+	if g, c := conflictMetrics(t, p); g != 0 || c != 0 {
+		t.Errorf("conflicting_addresses = %v, address_conflicts_total = %v with a pod on its own node's address; want 0 and 0", g, c)
+	}
+	if strings.Contains(p.Output(), "Address conflict started") {
+		t.Errorf("a conflict was logged for a pod on its own node's address:\n%s", tail(p.Output(), 30))
+	}
+
+	// Another pod, on another node, takes the address: it is in conflict
+	// with the node and the pod holding it; the first pod with it alone.
+	runningPod(t, ns, "intruder", []string{ip}, onNode("other-"+node))
+	waitConflict(t, ns, "intruder", "Node "+node, "Pod "+ns+"/fargate")
+	waitConflict(t, ns, "fargate", "Pod "+ns+"/intruder")
+	waitConflictEvent(t, ns, "intruder", ip, "Node "+node, "Pod "+ns+"/fargate")
+	waitConflictEvent(t, ns, "fargate", ip, "Pod "+ns+"/intruder")
+	waitConflictMetrics(t, p, 1, 1)
+	expectEventsRecorded(t, ns, foreign, 1, "fargate", "intruder")
+
+	// The intruder goes: the pod on its own node is in conflict with
+	// nobody again.
+	deletePod(t, ns, "intruder", true)
+	waitNoMirror(t, ns, "intruder")
+	waitConflict(t, ns, "fargate")
+	waitConflictMetrics(t, p, 0, 1)
+}
+
+// TestConflictServiceHolderAlwaysValid: an IPAddress is written by
+// whoever allocates the address, and the API server accepts a parentRef to
+// a Service without a namespace and with a name the CRD's pattern for
+// conflictsWith refuses (a space). The mirrors of the pods holding that
+// address must still be written, created and updated, naming the Service
+// in a form the CRD accepts ("Service -/with%20space"), and follow their
+// pods: an entry the CRD refused would make every write of such a mirror
+// fail with 422, leaving it stale.
+func TestConflictServiceHolderAlwaysValid(t *testing.T) {
+	ns := newNamespace(t)
+	const ip = "10.96.7.7"
+	const holder = "Service -/with%20space"
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+	waitCheckEnabled(t, p, "services")
+
+	before := podtoipRequests(t)
+	runningPod(t, ns, "squatter", []string{ip})
+	first := waitMirrorIPs(t, ns, "squatter", ip)
+	waitConflict(t, ns, "squatter")
+
+	// The Service's address, as an allocator other than the API server's
+	// may record it: no namespace, a name with a space.
+	addr := &networkingv1.IPAddress{
+		ObjectMeta: metav1.ObjectMeta{Name: ip},
+		Spec:       networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Group: "", Resource: "services", Name: "with space"}},
+	}
+	if _, err := cp.Kube.NetworkingV1().IPAddresses().Create(t.Context(), addr, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating IPAddress %s with parentRef {resource: services, name: \"with space\"} and no namespace: %v", ip, err)
+	}
+	t.Cleanup(func() {
+		_ = cp.Kube.NetworkingV1().IPAddresses().Delete(context.Background(), ip, metav1.DeleteOptions{})
+	})
+	// An update of the existing mirror names the Service.
+	waitConflict(t, ns, "squatter", holder)
+	waitConflictEvent(t, ns, "squatter", ip, holder)
+	waitConflictMetrics(t, p, 1, 1)
+
+	// A mirror created naming the Service, and the first one updated.
+	runningPod(t, ns, "newcomer", []string{ip})
+	waitConflict(t, ns, "newcomer", "Pod "+ns+"/squatter", holder)
+	waitConflict(t, ns, "squatter", "Pod "+ns+"/newcomer", holder)
+	waitConflictEvent(t, ns, "newcomer", ip, "Pod "+ns+"/squatter", holder)
+	deletePod(t, ns, "newcomer", true)
+	waitNoMirror(t, ns, "newcomer")
+	waitConflict(t, ns, "squatter", holder)
+
+	// The pod's addresses change twice: the mirror follows, in place, the
+	// first time still naming the Service, the second time in conflict
+	// with nobody.
+	setPodIPs(t, ns, "squatter", corev1.PodRunning, ip, "fd00::96:7:7")
+	waitMirrorIPs(t, ns, "squatter", ip, "fd00::96:7:7")
+	waitConflict(t, ns, "squatter", holder)
+	setPodIPs(t, ns, "squatter", corev1.PodRunning, "10.251.9.2")
+	if last := waitMirrorIPs(t, ns, "squatter", "10.251.9.2"); last.UID != first.UID {
+		t.Errorf("the mirror was recreated (uid %s -> %s), want updates in place", first.UID, last.UID)
+	}
+	waitConflict(t, ns, "squatter")
+	waitConflictMetrics(t, p, 0, 1)
+	waitIdle(t, p)
+
+	d := podtoipRequests(t).Sub(before)
+	for k, v := range d {
+		if strings.HasSuffix(k, " 422") {
+			t.Errorf("the API server refused %v PodToIp writes (%s): %v", v, k, d)
+		}
+	}
+	// squatter: created, then updated five times (the Service found;
+	// newcomer came; newcomer went; its IPs, twice); newcomer: created and
+	// deleted.
+	expectWrites(t, before, map[string]float64{"POST": 2, "PUT": 5, "DELETE": 1}, "two mirrors naming an oddly named Service")
+	if c := countersOf(t, p); c.syncErrors != 0 {
+		t.Errorf("%v reconciles failed:\n%s", c.syncErrors, tail(p.Output(), 30))
+	}
+}
+
+// inParallel runs fn(0..n-1) with at most c calls in flight and fails the
+// test with the first error.
+func inParallel(t *testing.T, n, c int, fn func(ctx context.Context, i int) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(c, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cpuSeconds returns the user plus system CPU time of process pid
+// (/proc/PID/stat, utime and stime in clock ticks of 1/100 s).
+func cpuSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("reading the CPU time of pid %d: %v", pid, err)
+	}
+	// Fields after the command name (which may hold spaces) start at the
+	// state, two bytes after the last ')'; utime and stime are the 12th and
+	// 13th of them.
+	s := string(b)
+	end := strings.LastIndexByte(s, ')')
+	fields := strings.Fields(s[end+2:])
+	if end < 0 || len(fields) < 13 {
+		t.Fatalf("unexpected /proc/%d/stat: %q", pid, s)
+	}
+	var ticks float64
+	for _, f := range fields[11:13] {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			t.Fatalf("/proc/%d/stat: %v", pid, err)
+		}
+		ticks += float64(v)
+	}
+	return ticks / 100
+}
+
+// conflictEventsIn returns the AddressConflict events of namespace ns and
+// how many times they were recorded in all.
+func conflictEventsIn(t *testing.T, ns string) ([]corev1.Event, int32) {
+	t.Helper()
+	list, err := cp.Kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "reason=AddressConflict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	for _, e := range list.Items {
+		n += max(e.Count, 1)
+	}
+	return list.Items, n
+}
+
+// waitQuiet waits, up to within, until the controller's queue is empty and
+// every key added to it was reconciled (see waitIdle).
+func waitQuiet(t *testing.T, p *controlplane.Process, within time.Duration) controllerCounters {
+	t.Helper()
+	var c controllerCounters
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		c = countersOf(t, p)
+		return c.depth == 0 && c.adds == c.syncs, nil
+	}); err != nil {
+		t.Fatalf("controller did not become idle within %v: %+v", within, c)
+	}
+	return c
+}
+
+// TestConflictLargeGroupOnOneAddress: a broken IPAM hands one address to
+// 2,000 pods. Every mirror says conflict=true and lists the 16 oldest other
+// holders (conflictsWith is bounded); the controller's work is measured.
+// Then one more pod takes the address: it costs one create and no update
+// (a newcomer is never among the oldest, so no other mirror changes), at
+// most one event, whose message stays bounded and counts the pods it does
+// not name.
+func TestConflictLargeGroupOnOneAddress(t *testing.T) {
+	const (
+		n        = 2000
+		inFlight = 32
+		ip       = "10.251.10.1"
+	)
+	ns := newNamespace(t)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+	pid := p.Cmd.Process.Pid
+
+	m0 := scrape(t, p)
+	writes0 := func(m map[string]float64, op string) float64 {
+		v, _ := sumSeries(m, "podtoip_controller_writes_total", `operation="`+op+`"`)
+		return v
+	}
+	creates0, updates0 := writes0(m0, "create"), writes0(m0, "update")
+	requests0 := podtoipRequests(t)
+	cpu0 := cpuSeconds(t, pid)
+	start := time.Now()
+
+	// Each pod is created and given the address (as its kubelet would)
+	// right away, so they take it roughly oldest first.
+	pods := cp.Kube.CoreV1().Pods(ns)
+	inParallel(t, n, inFlight, func(ctx context.Context, i int) error {
+		pod, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%04d", i)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: pauseImage}}}}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		pod.Status.Phase, pod.Status.PodIP, pod.Status.PodIPs = corev1.PodRunning, ip, []corev1.PodIP{{IP: ip}}
+		_, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		return err
+	})
+	setup := time.Since(start)
+	t.Logf("%d pods created and given %s in %v (%d in flight)", n, ip, setup.Round(time.Millisecond), inFlight)
+
+	// What each mirror must list: the 16 oldest other holders, oldest by
+	// creationTimestamp (whole seconds), then by name; sorted.
+	list, err := pods.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != n {
+		t.Fatalf("%d pods in %s, want %d", len(list.Items), ns, n)
+	}
+	order := slices.Clone(list.Items)
+	slices.SortFunc(order, func(a, b corev1.Pod) int {
+		if c := a.CreationTimestamp.Unix() - b.CreationTimestamp.Unix(); c != 0 {
+			return int(c)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	oldest := func(except string, k int) []string {
+		var out []string
+		for _, pod := range order {
+			if len(out) == k {
+				break
+			}
+			if pod.Name != except {
+				out = append(out, "Pod "+ns+"/"+pod.Name)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	const listed = 16
+
+	var good int
+	var example string
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ms, err := mirrors(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		good, example = 0, ""
+		for i := range ms.Items {
+			m, err := toMirror(&ms.Items[i])
+			if err != nil {
+				return false, err
+			}
+			if m.Conflict && m.PodAddress == ip && slices.Equal(m.ConflictsWith, oldest(m.Name, listed)) {
+				good++
+			} else if example == "" {
+				example = m.Name + ": " + describe(m)
+			}
+		}
+		return good == n, nil
+	}); err != nil {
+		t.Fatalf("%d of %d mirrors have conflict=true and the %d oldest other holders; e.g. %s", good, n, listed, example)
+	}
+	converged := time.Since(start)
+	c := waitQuiet(t, p, 2*time.Minute)
+	idle := time.Since(start)
+	cpu := cpuSeconds(t, pid) - cpu0
+	m1 := scrape(t, p)
+	creates, updates := writes0(m1, "create")-creates0, writes0(m1, "update")-updates0
+	server := podtoipRequests(t).Sub(requests0)
+	events, recorded := conflictEventsIn(t, ns)
+	t.Logf("%d pods on one address: mirrors converged %v after the first pod was created (%v after the last got the address), controller idle after %v; "+
+		"controller: %v creates, %v updates, %v reconciles, %.2f CPU s; API server: %v PodToIp POST, %v PUT (%v); %d AddressConflict events recorded %d times so far (more may be on their way)",
+		n, converged.Round(time.Millisecond), (converged - setup).Round(time.Millisecond), idle.Round(time.Millisecond),
+		creates, updates, c.syncs, cpu, server.Verb("POST"), server.Verb("PUT"), server, len(events), recorded)
+	if creates != n || server.Verb("POST") != n {
+		t.Errorf("%v creates counted by the controller, %v PodToIp POSTs by the API server; want %d each (one per pod)", creates, server.Verb("POST"), n)
+	}
+	if c.syncErrors != 0 {
+		t.Errorf("%v reconciles failed:\n%s", c.syncErrors, tail(p.Output(), 30))
+	}
+	const scenario = "conflict large group (2000 pods, one address): "
+	recordFigure(t, figure{Name: scenario + "convergence", Value: seconds(converged), Unit: "s",
+		Measures: fmt.Sprintf("from the first pod's creation to every mirror showing the conflict with the 16 oldest holders; creating the pods and setting their address (%d in flight) took %.1f s of it", inFlight, seconds(setup))})
+	recordFigure(t, figure{Name: scenario + "controller CPU", Value: float64(int(cpu*100+0.5)) / 100, Unit: "s",
+		Measures: "the controller's user+system CPU time (/proc/PID/stat) from before the first pod to the queue drained after convergence"})
+	recordFigure(t, figure{Name: scenario + "PodToIp creates", Value: creates, Unit: "count", Measures: "the controller's writes_total{operation=create}"})
+	recordFigure(t, figure{Name: scenario + "PodToIp updates", Value: updates, Unit: "count", Measures: "the controller's writes_total{operation=update}"})
+
+	// The events of the setup reach the API server after their reconciles:
+	// a sentinel event, sent after all of them, bounds them before the
+	// newcomer is counted.
+	foreign := foreignObjects{}
+	expectEventsRecorded(t, ns, foreign, 0)
+	_, recorded = conflictEventsIn(t, ns)
+	recordFigure(t, figure{Name: scenario + "AddressConflict events", Value: float64(recorded), Unit: "count",
+		Measures: "AddressConflict events in the namespace (with their counts) once all were sent"})
+	t.Logf("%d AddressConflict events recorded once all were sent", recorded)
+
+	// One more.
+	c0 := waitQuiet(t, p, time.Minute)
+	m0 = scrape(t, p)
+	creates0, updates0 = writes0(m0, "create"), writes0(m0, "update")
+	requests0 = podtoipRequests(t)
+	const last = "zz-newcomer" // after every other name, should it share their second
+	runningPod(t, ns, last, []string{ip})
+	want := oldest(last, listed)
+	waitMirror(t, ns, last, "conflict with the 16 oldest holders", func(m *mirror) bool {
+		return m != nil && m.Conflict && slices.Equal(m.ConflictsWith, want)
+	})
+	waitConflictEvent(t, ns, last, ip, fmt.Sprintf(" and %d more pods", n-listed))
+	c1 := waitQuiet(t, p, time.Minute)
+	m1 = scrape(t, p)
+	creates, updates = writes0(m1, "create")-creates0, writes0(m1, "update")-updates0
+	server = podtoipRequests(t).Sub(requests0)
+	t.Logf("one more pod: the controller made %v creates, %v updates, %v reconciles; the API server saw %v", creates, updates, c1.syncs-c0.syncs, server)
+	if creates != 1 || updates != 0 {
+		t.Errorf("one more pod on the address: the controller made %v creates and %v updates, want 1 and 0", creates, updates)
+	}
+	expectWrites(t, requests0, map[string]float64{"POST": 1}, "one more pod joining 2000 on one address")
+	// Its own pod's two events (created, given its address), and a few
+	// reconciles of the others at most: never the whole group.
+	if r := c1.syncs - c0.syncs; r > 10 {
+		t.Errorf("one more pod on the address: %v reconciles, want a few (not one per holder)", r)
+	}
+	events, _ = conflictEvents(t, ns, last)
+	if msg := events[0].Message; len(msg) >= 2048 {
+		t.Errorf("the AddressConflict event of the newcomer is %d bytes, want under 2 KB: %.300q…", len(msg), msg)
+	} else {
+		t.Logf("the newcomer's AddressConflict event (%d bytes): %s", len(msg), msg)
+	}
+	// Every other pod's events were already sent: the newcomer's is the
+	// only new one.
+	expectEventsRecorded(t, ns, foreign, 1, last)
+	if _, now := conflictEventsIn(t, ns); now-recorded > 1 {
+		t.Errorf("one more pod on the address: %d more AddressConflict events recorded, want at most 1", now-recorded)
+	}
+	for _, name := range []string{"p-0000", order[listed].Name, order[len(order)-1].Name} {
+		waitConflict(t, ns, name, oldest(name, listed)...)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"example.com/podtoip-controller/e2e/controlplane"
 )
 
@@ -228,16 +226,18 @@ func TestFaultExpiredWatches(t *testing.T) {
 
 	logFrom := len(p.Output())
 	relay.Restore()
-	restored := time.Now()
 	took := waitConverged(t, 30*time.Second, nil, ns)
 	t.Logf("converged %v after the restore", took.Round(time.Millisecond))
 	recordConvergence(t, "expired watches", took, 30*time.Second,
 		"time from restoring the path (after 500 writes and 100 deletes unseen, etcd compacted, API server restarted) until the checker first sees 0/0/0/0", nil, ns)
 
-	// Both informers were told their resource version is gone, and listed
-	// again. (A relist may finish after convergence: the informer that
-	// learns last may find nothing left to change.)
-	count := func(typ string) (expired, relisted int) {
+	// Convergence is the outcome: the 100 deletions happened while the
+	// controller saw nothing, and only a fresh list of both kinds can show
+	// them. Whether an informer learns that its resource version is gone
+	// from a 410 or relists through a watch-list is client-go's choice;
+	// both are logged for the reader, neither is required.
+	for _, typ := range []string{"*v1.Pod", "*main.PodToIp"} {
+		expired, relisted := 0, 0
 		for _, l := range strings.Split(p.Output()[logFrom:], "\n") {
 			if !strings.Contains(l, `type="`+typ+`"`) {
 				continue
@@ -249,24 +249,7 @@ func TestFaultExpiredWatches(t *testing.T) {
 				relisted++
 			}
 		}
-		return expired, relisted
-	}
-	types := []string{"*v1.Pod", "*main.PodToIp"}
-	_ = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Until(restored.Add(30*time.Second)), true, func(context.Context) (bool, error) {
-		for _, typ := range types {
-			if e, r := count(typ); e == 0 || r == 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	for _, typ := range types {
-		expired, relisted := count(typ)
-		t.Logf("%s informer after the restore: %d watch(es) expired (410), %d relist(s)", typ, expired, relisted)
-		if expired == 0 || relisted == 0 {
-			t.Errorf("%s informer: want its watch to expire and a relist within 30 s; controller log since the restore:\n%s",
-				typ, grepLines(p.Output()[logFrom:], "reflector", 40))
-		}
+		t.Logf("%s informer after the restore: %d watch(es) expired (410), %d relist(s) logged", typ, expired, relisted)
 	}
 	mustBeRunning(t, p, "after the restore")
 }

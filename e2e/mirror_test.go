@@ -1,15 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"example.com/podtoip-controller/e2e/controlplane"
 )
 
 // TestMirrorLifecycle walks one controller through every case of what a
@@ -223,4 +228,115 @@ func waitForEvent(t *testing.T, ns, pod, reason string) {
 		}
 		<-tick.C
 	}
+}
+
+// trailLines counts the "PodToIp trail" lines of out about the pod ns/name
+// with this event (assigned, changed or released).
+func trailLines(out, ns, name, event string) int {
+	return logLines(out, `"PodToIp trail"`, `pod="`+ns+`/`+name+`"`, `event="`+event+`"`)
+}
+
+// TestMirrorHeldByUserFinalizerIsReleasedOnce: a user's finalizer on a
+// mirror is kept. When the pod goes, the controller deletes the mirror once
+// and says once in the trail that the pod released its address, although
+// the finalizer keeps the object (with a deletionTimestamp) for as long as
+// the user wants; a restarted controller, which has no memory of its
+// DELETE, neither deletes it again nor logs a second release, and the
+// object goes once the finalizer is removed.
+func TestMirrorHeldByUserFinalizerIsReleasedOnce(t *testing.T) {
+	ns := newNamespace(t)
+	p := startController(t, "--namespace", ns)
+	waitReady(t, p)
+
+	const ip = "10.244.6.1"
+	runningPod(t, ns, "held", []string{ip}) // no node: a deletion removes it at once
+	waitMirrorIPs(t, ns, "held", ip)
+
+	// The user's finalizer, added as a user would; the controller keeps it.
+	before, done := podtoipRequests(t), syncs(t, p)
+	if out, err := cp.Kubectl(t.Context(), "-n", ns, "patch", "ptp", "held", "--type=merge",
+		"-p", `{"metadata":{"finalizers":["example.com/keep"]}}`); err != nil {
+		t.Fatalf("kubectl patch: %v\n%s", err, out)
+	}
+	waitSyncs(t, p, done+1)
+	if m := waitMirrorIPs(t, ns, "held", ip); !slices.Equal(m.Finalizers, []string{"example.com/keep"}) {
+		t.Fatalf("finalizers = %q after the controller reconciled, want the user's example.com/keep kept", m.Finalizers)
+	}
+	expectWrites(t, before, nil, "a user's finalizer added to a mirror")
+
+	before = podtoipRequests(t)
+	deletePod(t, ns, "held", true)
+	if _, err := cp.Kube.CoreV1().Pods(ns).Get(t.Context(), "held", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("pod held still exists after a deletion with grace period 0 (err %v)", err)
+	}
+	m := waitMirror(t, ns, "held", "deletionTimestamp set, finalizer kept", func(m *mirror) bool {
+		return m != nil && m.DeletionTimestamp != nil
+	})
+	if !slices.Equal(m.Finalizers, []string{"example.com/keep"}) {
+		t.Errorf("finalizers of the mirror being deleted = %q, want example.com/keep", m.Finalizers)
+	}
+	waitTrailLines(t, p, ns, "held", "released", 1)
+	expectWrites(t, before, map[string]float64{"DELETE": 1}, "the pod of a mirror held by a finalizer deleted")
+
+	// A fresh process has no memory of its DELETE: it must see that the
+	// mirror is already being deleted.
+	first := p.Output()
+	if code, err := p.Stop(30 * time.Second); err != nil || code != 0 {
+		t.Fatalf("graceful stop: exit %d, %v", code, err)
+	}
+	p = startController(t, "--namespace", ns)
+	waitReady(t, p)
+	// The namespace holds one key (the mirror; its pod is gone): once it
+	// was reconciled and the queue is empty, the restarted controller has
+	// done what it would do.
+	waitIdleAfter(t, p, 1)
+	expectWrites(t, before, map[string]float64{"DELETE": 1}, "a restart while a finalizer holds a deleted mirror")
+	if n := trailLines(first+p.Output(), ns, "held", "released"); n != 1 {
+		t.Errorf("%d trail lines say pod %s/held released its address, want 1:\n%s", n, ns, tail(p.Output(), 30))
+	}
+	if m, err := getMirror(t.Context(), ns, "held"); err != nil || m == nil || m.DeletionTimestamp == nil {
+		t.Fatalf("the mirror held by the finalizer: %s (err %v), want it still there, being deleted", describe(m), err)
+	}
+
+	// The user lets go: the mirror goes, and nothing more is said or sent.
+	done = countersOf(t, p).syncs
+	if out, err := cp.Kubectl(t.Context(), "-n", ns, "patch", "ptp", "held", "--type=merge",
+		"-p", `{"metadata":{"finalizers":null}}`); err != nil {
+		t.Fatalf("kubectl patch: %v\n%s", err, out)
+	}
+	waitNoMirror(t, ns, "held")
+	waitIdleAfter(t, p, done+1) // the deletion's event, reconciled
+	expectWrites(t, before, map[string]float64{"DELETE": 1}, "a finalizer removed from a deleted mirror")
+	if n := trailLines(first+p.Output(), ns, "held", "released"); n != 1 {
+		t.Errorf("%d trail lines say pod %s/held released its address, want 1:\n%s", n, ns, tail(p.Output(), 30))
+	}
+	if n := trailLines(first+p.Output(), ns, "held", "assigned"); n != 1 {
+		t.Errorf("%d trail lines say pod %s/held was assigned its address, want 1", n, ns)
+	}
+}
+
+// waitTrailLines waits until p has logged n trail lines about the pod
+// ns/name with event.
+func waitTrailLines(t *testing.T, p *controlplane.Process, ns, name, event string, n int) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return trailLines(p.Output(), ns, name, event) >= n, nil
+	}); err != nil {
+		t.Fatalf("%d trail lines %q about pod %s/%s, waited for %d:\n%s", trailLines(p.Output(), ns, name, event), event, ns, name, n, tail(p.Output(), 30))
+	}
+}
+
+// waitIdleAfter waits until p has reconciled at least n keys since it
+// started and its queue is empty, every key added to it reconciled (see
+// waitIdle).
+func waitIdleAfter(t *testing.T, p *controlplane.Process, n float64) controllerCounters {
+	t.Helper()
+	var c controllerCounters
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		c = countersOf(t, p)
+		return c.syncs >= n && c.depth == 0 && c.adds == c.syncs, nil
+	}); err != nil {
+		t.Fatalf("controller did not reconcile %v keys and become idle: %+v\n%s", n, c, tail(p.Output(), 30))
+	}
+	return c
 }

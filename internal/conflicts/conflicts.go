@@ -47,9 +47,10 @@ const (
 	// scan. Pods are found in a HolderIndex.
 	AddressIndex = "address"
 
-	// MaxListed bounds conflictsWith, as the CRD does (maxItems):
-	// with a broken IPAM, hundreds of pods may share one address. The list
-	// keeps the first ones in sorted order; conflict=true and the event
+	// MaxListed bounds conflictsWith, as the CRD does (maxItems): with a
+	// broken IPAM, hundreds of pods may share one address. Of the pods, the
+	// oldest are listed, which a newcomer never displaces, so a pod joining
+	// a large group rewrites no other mirror; conflict=true and the event
 	// still tell, and a lookup by the address lists them all.
 	MaxListed = 16
 
@@ -62,8 +63,12 @@ const (
 // Conflict is one address of a pod and who else holds it.
 type Conflict struct {
 	Address string
-	// Holders are the other holders, as conflictsWith names them, sorted.
+	// Holders are the other holders, as conflictsWith names them, sorted:
+	// the Node and the Service holding the address, and its oldest pods,
+	// at most MaxListed of them.
 	Holders []string
+	// More counts the other pods holding the address that are not listed.
+	More int
 }
 
 // ListedHolders returns the holders of all of a pod's conflicting
@@ -82,12 +87,16 @@ func ListedHolders(conflicts []Conflict) []string {
 	return out
 }
 
-// Message is the text of the AddressConflict event: each
-// conflicting address and all its other holders.
+// Message is the text of the AddressConflict event: each conflicting
+// address and its listed other holders, with a count of the others, so that
+// its size is bounded however many pods share an address.
 func Message(conflicts []Conflict) string {
 	parts := make([]string, len(conflicts))
 	for i, c := range conflicts {
 		parts[i] = fmt.Sprintf("%s is also held by %s", c.Address, strings.Join(c.Holders, ", "))
+		if c.More > 0 {
+			parts[i] += fmt.Sprintf(" and %d more pods", c.More)
+		}
 	}
 	return "Address conflict: " + strings.Join(parts, "; ") +
 		". Traffic to a shared address may reach the wrong holder; one of them has an address it must not have."

@@ -57,7 +57,7 @@ func TestListedHolders(t *testing.T) {
 // pods coming, moving between addresses and going, in an order where
 // every address is held by one, two or three pods in turn.
 func TestHolderIndex(t *testing.T) {
-	x := NewHolderIndex()
+	x := NewHolderIndex(MaxListed)
 	spec := map[string]map[cache.ObjectName]bool{}
 	held := map[cache.ObjectName][]string{}
 	key := func(i int) cache.ObjectName { return cache.ObjectName{Namespace: "ns", Name: fmt.Sprint("p", i)} }
@@ -89,7 +89,7 @@ func TestHolderIndex(t *testing.T) {
 	}
 	set := func(i int, is ...string) {
 		k := key(i)
-		x.Move(k, held[k], is)
+		x.Move(Holder{Key: k}, held[k], is)
 		for _, a := range held[k] {
 			delete(spec[a], k)
 		}
@@ -113,12 +113,12 @@ func TestHolderIndex(t *testing.T) {
 		set(0)
 		set(2, addrs[2], addrs[1])
 	}
-	x.Move(key(9), []string{"10.9.9.9"}, nil) // never indexed: nothing happens
+	x.Move(Holder{Key: key(9)}, []string{"10.9.9.9"}, nil) // never indexed: nothing happens
 	check("removing what is not there")
-	x.Move(key(1), []string{addrs[1]}, []string{addrs[1]})
+	x.Move(Holder{Key: key(1)}, []string{addrs[1]}, []string{addrs[1]})
 	check("no change")
 	var none *HolderIndex
-	none.Move(key(1), nil, addrs)
+	none.Move(Holder{Key: key(1)}, nil, addrs)
 	if none.Holders(addrs[0]) != nil {
 		t.Error("a nil index has holders")
 	}
@@ -318,7 +318,7 @@ func FuzzHolderIndex(f *testing.F) {
 	f.Add([]byte{7, 5, 7, 10, 7, 5, 6, 5, 7, 0, 6, 0})
 	addrs := []string{"10.1.0.1", "10.1.0.2", "fd00::1", "fd00::2"}
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		x := NewHolderIndex()
+		x := NewHolderIndex(MaxListed)
 		spec := map[string]map[cache.ObjectName]bool{}
 		held := map[cache.ObjectName][]string{}
 		for i := 0; i+1 < len(ops); i += 2 {
@@ -329,7 +329,7 @@ func FuzzHolderIndex(f *testing.F) {
 					is = append(is, a)
 				}
 			}
-			x.Move(key, held[key], is)
+			x.Move(Holder{Key: key}, held[key], is)
 			for _, a := range held[key] {
 				delete(spec[a], key)
 			}
@@ -385,6 +385,45 @@ func TestServiceHolderAlwaysValidates(t *testing.T) {
 		h := obj.(*IPAddressInfo).Holder
 		if !holderPattern.MatchString(h) || len(h) > MaxHolderLength {
 			t.Errorf("parentRef %q/%q: holder %q (%d bytes) does not validate", ref.Namespace, ref.Name, h, len(h))
+		}
+	}
+}
+
+// The index keeps each address's holders oldest first (ties by key), and
+// Move says which addresses' other holders may list differently: those
+// where the pod is, or was, among the oldest listed+1.
+func TestHolderIndexOldestFirst(t *testing.T) {
+	x := NewHolderIndex(2)
+	h := func(name string, created int64) Holder {
+		return Holder{Key: cache.ObjectName{Namespace: "ns", Name: name}, Created: created}
+	}
+	const a = "10.0.0.1"
+	for _, step := range []struct {
+		h        Holder
+		was, is  []string
+		affected bool
+		oldest   []string
+	}{
+		{h("p1", 10), nil, []string{a}, true, []string{"p1"}},
+		{h("p2", 20), nil, []string{a}, true, []string{"p1", "p2"}},
+		{h("p3", 30), nil, []string{a}, true, []string{"p1", "p2", "p3"}},
+		{h("p4", 40), nil, []string{a}, false, []string{"p1", "p2", "p3", "p4"}}, // newest of a group: nobody else's list changes
+		{h("p0", 5), nil, []string{a}, true, []string{"p0", "p1", "p2", "p3", "p4"}},
+		{h("p2b", 20), nil, []string{a}, false, []string{"p0", "p1", "p2", "p2b", "p3", "p4"}},
+		{h("p4", 40), []string{a}, nil, false, []string{"p0", "p1", "p2", "p2b", "p3"}},
+		{h("p1", 10), []string{a}, nil, true, []string{"p0", "p2", "p2b", "p3"}},
+	} {
+		got := x.Move(step.h, step.was, step.is)
+		if (len(got) > 0) != step.affected {
+			t.Errorf("moving %s: affected %q, want %v", step.h.Key.Name, got, step.affected)
+		}
+		keys, total := x.Oldest(a, 3)
+		var names []string
+		for _, k := range x.Holders(a) {
+			names = append(names, k.Name)
+		}
+		if !slices.Equal(names, step.oldest) || total != len(step.oldest) || len(keys) != min(3, total) {
+			t.Errorf("after moving %s: holders %q (total %d, oldest %d), want %q", step.h.Key.Name, names, total, len(keys), step.oldest)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package conflicts
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
@@ -8,90 +9,152 @@ import (
 )
 
 // HolderIndex finds the pods that hold an address (heldAddresses), for
-// each canonical address: a reconcile finds the other holders of its pod's
-// addresses with one lookup each, never a scan.
+// each canonical address, oldest first: a reconcile finds the other holders
+// of its pod's addresses with one lookup each, never a scan, and reads only
+// the oldest few, the ones a mirror lists.
 //
 // It is not an index of the pod cache (cache.Indexers) for its cost: an
-// informer's index keeps a set (a map) per value, about 300 bytes per pod
-// when nearly every address has one holder, a large share of the
-// controller's live heap. Here an address with one holder is one map entry
-// whose key and value share the cached pod's strings, and only the rare
-// shared address has a list. It is kept by the pod event
-// handlers, before they queue anyone, so a holder is indexed by the time
-// the reconciles its arrival causes run; a reconcile reads the pods it
-// names from the cache and keeps only those that hold the address there, so
-// a lookup is never more than the cache says.
+// informer's index keeps a set (a map) per value, a large share of the
+// controller's live heap when nearly every address has one holder. Here an
+// address with one holder is one map entry whose key shares the cached
+// pod's strings, and only the rare shared address has a list. It is kept
+// by the pod event handlers, before they queue anyone, so a holder is
+// indexed by the time the reconciles its arrival causes run; a reconcile
+// reads the pods it names from the cache and keeps only those that hold the
+// address there, so a lookup is never more than the cache says.
 type HolderIndex struct {
 	mu sync.RWMutex
-	// one is a holder of each address that has one.
-	one map[string]cache.ObjectName
-	// more are the other holders of the addresses that have several.
-	more map[string][]cache.ObjectName
+	// listed is how many of the oldest other holders a mirror lists.
+	listed int
+	// one is the holder of each address that has one.
+	one map[string]Holder
+	// more are the holders, oldest first, of the addresses that have
+	// several.
+	more map[string][]Holder
 }
 
-func NewHolderIndex() *HolderIndex {
-	return &HolderIndex{one: map[string]cache.ObjectName{}, more: map[string][]cache.ObjectName{}}
+// Holder is a pod holding an address, and when the pod was created.
+type Holder struct {
+	Key     cache.ObjectName
+	Created int64 // the pod's creationTimestamp, in Unix seconds
 }
 
-// move records that the pod key held the addresses was and now holds is
-// (either may be empty: a pod that came or went).
-func (x *HolderIndex) Move(key cache.ObjectName, was, is []string) {
+// older orders holders oldest first, then by key: the order is the same
+// on every replica and across restarts, so the holders a mirror lists do
+// not change unless a holder among them comes or goes.
+func older(a, b Holder) int {
+	if c := cmp.Compare(a.Created, b.Created); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Key.Namespace, b.Key.Namespace); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Key.Name, b.Key.Name)
+}
+
+// NewHolderIndex returns an empty index for mirrors that list the listed
+// oldest other holders of an address.
+func NewHolderIndex(listed int) *HolderIndex {
+	return &HolderIndex{listed: listed, one: map[string]Holder{}, more: map[string][]Holder{}}
+}
+
+// Move records that the pod h held the addresses was and now holds is
+// (either may be empty: a pod that came or went). It returns the addresses
+// whose other holders' mirrors may change with it: those where the pod is,
+// or was, among the oldest listed+1 holders (so it is listed by others),
+// which also covers an address going from one holder to two or back. A pod
+// joining a large group as its newest member changes nobody else's mirror.
+func (x *HolderIndex) Move(h Holder, was, is []string) (affected []string) {
 	if x == nil || (len(was) == 0 && len(is) == 0) {
-		return
+		return nil
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, addr := range was {
-		if !slices.Contains(is, addr) {
-			x.removeLocked(addr, key)
+		if !slices.Contains(is, addr) && x.removeLocked(addr, h.Key) <= x.listed {
+			affected = append(affected, addr)
 		}
 	}
 	for _, addr := range is {
-		if !slices.Contains(was, addr) {
-			x.addLocked(addr, key)
+		if !slices.Contains(was, addr) && x.addLocked(addr, h) <= x.listed {
+			affected = append(affected, addr)
 		}
 	}
+	return affected
 }
 
-func (x *HolderIndex) addLocked(addr string, key cache.ObjectName) {
+// addLocked adds h as a holder of addr and returns its rank (0: oldest).
+func (x *HolderIndex) addLocked(addr string, h Holder) int {
 	first, ok := x.one[addr]
 	switch {
 	case !ok:
-		x.one[addr] = key
-	case first == key || slices.Contains(x.more[addr], key):
-	default:
-		x.more[addr] = append(x.more[addr], key)
+		x.one[addr] = h
+		return 0
+	case first.Key == h.Key:
+		return 0
 	}
+	list := x.more[addr]
+	if list == nil {
+		list = []Holder{first}
+	}
+	if i := slices.IndexFunc(list, func(o Holder) bool { return o.Key == h.Key }); i >= 0 {
+		return i
+	}
+	i, _ := slices.BinarySearchFunc(list, h, older)
+	list = slices.Insert(list, i, h)
+	x.more[addr], x.one[addr] = list, list[0]
+	return i
 }
 
-func (x *HolderIndex) removeLocked(addr string, key cache.ObjectName) {
-	others := x.more[addr]
-	if x.one[addr] == key {
-		if len(others) == 0 {
+// removeLocked removes key as a holder of addr and returns the rank it
+// had; more than listed if it was not a holder.
+func (x *HolderIndex) removeLocked(addr string, key cache.ObjectName) int {
+	list := x.more[addr]
+	if list == nil {
+		if first, ok := x.one[addr]; ok && first.Key == key {
 			delete(x.one, addr)
-			return
+			return 0
 		}
-		x.one[addr], others = others[0], others[1:]
-	} else if i := slices.Index(others, key); i >= 0 {
-		others = slices.Delete(slices.Clone(others), i, i+1)
+		return x.listed + 1
 	}
-	if len(others) == 0 {
+	i := slices.IndexFunc(list, func(o Holder) bool { return o.Key == key })
+	if i < 0 {
+		return x.listed + 1
+	}
+	list = slices.Delete(slices.Clone(list), i, i+1)
+	if len(list) == 1 {
 		delete(x.more, addr)
 	} else {
-		x.more[addr] = others
+		x.more[addr] = list
 	}
+	x.one[addr] = list[0]
+	return i
 }
 
-// holders returns the pods indexed as holding addr.
-func (x *HolderIndex) Holders(addr string) []cache.ObjectName {
+// Oldest returns the n oldest holders of addr, oldest first, and how many
+// it has in all.
+func (x *HolderIndex) Oldest(addr string, n int) (keys []cache.ObjectName, total int) {
 	if x == nil {
-		return nil
+		return nil, 0
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	first, ok := x.one[addr]
 	if !ok {
-		return nil
+		return nil, 0
 	}
-	return append([]cache.ObjectName{first}, x.more[addr]...)
+	list := x.more[addr]
+	if list == nil {
+		return []cache.ObjectName{first.Key}, 1
+	}
+	for _, h := range list[:min(n, len(list))] {
+		keys = append(keys, h.Key)
+	}
+	return keys, len(list)
+}
+
+// Holders returns every holder of addr, oldest first.
+func (x *HolderIndex) Holders(addr string) []cache.ObjectName {
+	keys, _ := x.Oldest(addr, int(^uint(0)>>1))
+	return keys
 }

@@ -3,6 +3,7 @@ package kubeclient
 import (
 	"context"
 	"errors"
+	"io"
 	"syscall"
 	"testing"
 	"time"
@@ -104,3 +105,28 @@ type netError struct{ errno syscall.Errno }
 
 func (e *netError) Error() string { return "dial tcp 127.0.0.1:6443: " + e.errno.Error() }
 func (e *netError) Unwrap() error { return e.errno }
+
+// The informers wait out every way an API server can be absent (refused,
+// reset, cut off mid-response, restarting behind a load balancer); errors
+// that are the API server's answer are left to the informer.
+func TestIsUnreachable(t *testing.T) {
+	gr := schema.GroupResource{Group: "example.com", Resource: "podtoips"}
+	for name, tc := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"connection refused": {&netError{syscall.ECONNREFUSED}, true},
+		"connection reset":   {&netError{syscall.ECONNRESET}, true},
+		"EOF":                {io.EOF, true},
+		"unexpected EOF":     {io.ErrUnexpectedEOF, true},
+		"503":                {apierrors.NewServiceUnavailable("restarting"), true},
+		"403":                {apierrors.NewForbidden(gr, "", errors.New("RBAC")), false},
+		"404":                {apierrors.NewNotFound(gr, ""), false},
+		"410":                {apierrors.NewResourceExpired("too old"), false},
+		"timeout":            {apierrors.NewTimeoutError("slow", 1), false},
+	} {
+		if got := isUnreachable(tc.err); got != tc.want {
+			t.Errorf("%s: isUnreachable = %v, want %v", name, got, tc.want)
+		}
+	}
+}

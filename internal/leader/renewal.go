@@ -2,7 +2,7 @@ package leader
 
 import (
 	"context"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -15,7 +15,11 @@ import (
 // lease duration from no earlier than this instant.
 type renewalRecorder struct {
 	resourcelock.Interface
-	last atomic.Int64 // UnixNano; 0 until the first success
+	mu sync.Mutex
+	// last keeps its monotonic clock reading: the guard measures elapsed
+	// time, which a step of the wall clock (NTP) must not change. Zero
+	// until the first success.
+	last time.Time
 }
 
 func (r *renewalRecorder) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
@@ -34,13 +38,17 @@ func (r *renewalRecorder) Update(ctx context.Context, rec resourcelock.LeaderEle
 
 func (r *renewalRecorder) record(err error, rec resourcelock.LeaderElectionRecord, sent time.Time) {
 	if err == nil && rec.HolderIdentity == r.Identity() {
-		r.last.Store(sent.UnixNano())
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.last = sent
 	}
 }
 
 // lastRenewal returns when the last successful renewal was sent.
 func (r *renewalRecorder) lastRenewal() time.Time {
-	return time.Unix(0, r.last.Load())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
 }
 
 // stopWhenRenewalOverdue calls stop once the last successful renewal is a
