@@ -96,7 +96,7 @@ test-unit: ## Run the unit tests (race detector on).
 # "context deadline exceeded" as a failure with no crasher (seen here).
 FUZZTIME ?= 5000x
 # Each fuzz target as package:Target.
-FUZZ_TARGETS := .:FuzzDesiredMirror .:FuzzMirrorChanged .:FuzzApplyDesired .:FuzzDecodePodToIp \
+FUZZ_TARGETS := .:FuzzDesiredMirror .:FuzzMirrorChanged .:FuzzApplyDesired .:FuzzDecodePodToIp .:FuzzCacheDecoderMatchesStandard \
 	./internal/addr:FuzzCanonical ./internal/slim:FuzzUID ./internal/conflicts:FuzzHolderIndex
 
 .PHONY: test-fuzz

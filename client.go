@@ -48,7 +48,9 @@ type PodToIpInterface interface {
 // written by hand instead of generated: the group has a single kind and the
 // controller needs only the basic verbs. Every call goes through client-go's
 // rest.RESTClient, which brings the shared rate limiter, Retry-After
-// handling, the API server's warnings and the rest_client_* metrics.
+// handling, the API server's warnings and the rest_client_* metrics. What it
+// reads is decoded for the controller's cache (cacheDecoder): a PodToIp
+// comes without managedFields, creationTimestamp and generation.
 type Client struct {
 	rest         rest.Interface
 	fieldManager string
@@ -65,7 +67,7 @@ func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (
 	// Custom resources are served as JSON only.
 	c.ContentType = runtime.ContentTypeJSON
 	c.AcceptContentTypes = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = codecs.WithoutConversion()
+	c.NegotiatedSerializer = cacheNegotiator{codecs.WithoutConversion()}
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
@@ -124,15 +126,11 @@ func (p *podToIps) Create(ctx context.Context, obj *PodToIp, opts metav1.CreateO
 	if opts.FieldManager == "" {
 		opts.FieldManager = p.client.fieldManager
 	}
-	body, err := p.client.rest.Post().
+	return writtenMeta(p.client.rest.Post().
 		Namespace(p.ns).Resource(Resource).
 		VersionedParams(&opts, parameterCodec).
 		Body(obj).
-		Do(ctx).Raw()
-	if err != nil {
-		return nil, err
-	}
-	return writtenMeta(body)
+		Do(ctx))
 }
 
 func (p *podToIps) Update(ctx context.Context, obj *PodToIp, opts metav1.UpdateOptions) (*PodToIp, error) {
@@ -142,20 +140,20 @@ func (p *podToIps) Update(ctx context.Context, obj *PodToIp, opts metav1.UpdateO
 	if opts.FieldManager == "" {
 		opts.FieldManager = p.client.fieldManager
 	}
-	body, err := p.client.rest.Put().
+	return writtenMeta(p.client.rest.Put().
 		Namespace(p.ns).Resource(Resource).Name(obj.Name).
 		VersionedParams(&opts, parameterCodec).
 		Body(obj).
-		Do(ctx).Raw()
-	if err != nil {
-		return nil, err
-	}
-	return writtenMeta(body)
+		Do(ctx))
 }
 
 // writtenMeta decodes the metadata of the object a create or update
 // responded with (see PodToIpInterface), skipping the rest.
-func writtenMeta(body []byte) (*PodToIp, error) {
+func writtenMeta(res rest.Result) (*PodToIp, error) {
+	body, err := res.Raw()
+	if err != nil {
+		return nil, err
+	}
 	var written struct {
 		Metadata struct {
 			Name            string    `json:"name"`

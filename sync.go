@@ -151,13 +151,17 @@ func (c *Controller) cachedMirror(key cache.ObjectName) (*mirrorInfo, error) {
 	return obj.(*mirrorInfo), nil
 }
 
+// versionOf is what the write tracker waits for after a write of m.
+func versionOf(m *PodToIp, err error) (tracker.Version, error) {
+	if err != nil {
+		return tracker.Version{}, err
+	}
+	return tracker.Version{UID: slim.ToUID(m.UID), RV: m.ResourceVersion}, nil
+}
+
 func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp, observed time.Time) (wrote bool, err error) {
 	err = c.tracker.Write(key, func() (tracker.Version, error) {
-		created, err := c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{})
-		if err != nil {
-			return tracker.Version{}, err
-		}
-		return tracker.Version{UID: slim.ToUID(created.UID), RV: created.ResourceVersion}, nil
+		return versionOf(c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{}))
 	})
 	logger := klog.FromContext(ctx)
 	switch {
@@ -181,11 +185,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 
 func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, obj *PodToIp, observed time.Time) (wrote bool, err error) {
 	err = c.tracker.Write(key, func() (tracker.Version, error) {
-		updated, err := c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{})
-		if err != nil {
-			return tracker.Version{}, err
-		}
-		return tracker.Version{UID: slim.ToUID(updated.UID), RV: updated.ResourceVersion}, nil
+		return versionOf(c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{}))
 	})
 	logger := klog.FromContext(ctx)
 	switch {
