@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -134,27 +136,59 @@ func expectedAddresses(p *corev1.Pod) (addresses, bool) {
 }
 
 // maxConflictsWith is how many holders a mirror's conflictsWith names at
-// most (the CRD's maxItems): the first ones, sorted.
+// most (the CRD's maxItems).
 const maxConflictsWith = 16
 
+// maxHolderLength is the CRD's maxLength of a conflictsWith entry.
+const maxHolderLength = 330
+
+// addressHolder is one holder of an address: its name as conflictsWith
+// names it and, for a pod, when it was created (ordering the oldest
+// first), for a Node, the node's name.
+type addressHolder struct {
+	name     string
+	pod      bool
+	created  int64 // a pod's creationTimestamp, Unix seconds
+	ns, base string
+	node     string
+}
+
 // holdersByAddress is the specification of address conflicts, written
-// independently of the product: who holds each canonical address. A pod
+// independently of the product: who holds each canonical address, pods
+// oldest first (by creationTimestamp, then namespace, then name). A pod
 // holds the addresses of its status.podIPs (podIP alone when unset) if it
 // has a mirror (podWantsMirror) and does not use the host's network; a
 // Service holds the address an IPAddress object is named by when its
 // parentRef is that Service; a Node holds the IP addresses among its
 // status.addresses.
-type holdersByAddress map[string][]string
+type holdersByAddress map[string][]addressHolder
+
+// serviceHolderName is how conflictsWith names a Service: "Service ns/name",
+// "-" for a missing namespace, each part percent-escaped where the CRD's
+// pattern refuses a character (an IPAddress's parentRef may hold any path
+// segment), the whole cut at the CRD's maximum length.
+func serviceHolderName(namespace, name string) string {
+	if namespace == "" {
+		namespace = "-"
+	}
+	h := "Service " + url.PathEscape(namespace) + "/" + url.PathEscape(name)
+	if len(h) > maxHolderLength {
+		h = h[:maxHolderLength]
+	}
+	return h
+}
 
 // conflictHolders lists the holders of every address: the pods of pods
 // (the namespaces the controller under test watches), and every
 // IPAddress and Node of the cluster.
 func conflictHolders(ctx context.Context, on *controlplane.ControlPlane, pods []corev1.Pod) (holdersByAddress, error) {
 	h := holdersByAddress{}
-	add := func(raw, holder string) {
-		if ip, _, ok := canonical(raw); ok && !slices.Contains(h[ip], holder) {
-			h[ip] = append(h[ip], holder)
+	add := func(raw string, holder addressHolder) {
+		ip, _, ok := canonical(raw)
+		if !ok || slices.ContainsFunc(h[ip], func(o addressHolder) bool { return o.name == holder.name }) {
+			return
 		}
+		h[ip] = append(h[ip], holder)
 	}
 	for i := range pods {
 		p := &pods[i]
@@ -162,7 +196,8 @@ func conflictHolders(ctx context.Context, on *controlplane.ControlPlane, pods []
 			continue
 		}
 		for _, ip := range podIPList(p) {
-			add(ip, "Pod "+p.Namespace+"/"+p.Name)
+			add(ip, addressHolder{name: "Pod " + p.Namespace + "/" + p.Name, pod: true,
+				created: p.CreationTimestamp.Unix(), ns: p.Namespace, base: p.Name})
 		}
 	}
 	addrs, err := on.Kube.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{})
@@ -171,7 +206,7 @@ func conflictHolders(ctx context.Context, on *controlplane.ControlPlane, pods []
 	}
 	for _, a := range addrs.Items {
 		if ref := a.Spec.ParentRef; ref != nil && ref.Group == "" && ref.Resource == "services" {
-			add(a.Name, "Service "+ref.Namespace+"/"+ref.Name)
+			add(a.Name, addressHolder{name: serviceHolderName(ref.Namespace, ref.Name)})
 		}
 	}
 	nodes, err := on.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -180,15 +215,32 @@ func conflictHolders(ctx context.Context, on *controlplane.ControlPlane, pods []
 	}
 	for _, n := range nodes.Items {
 		for _, a := range n.Status.Addresses {
-			add(a.Address, "Node "+n.Name)
+			add(a.Address, addressHolder{name: "Node " + n.Name, node: n.Name})
 		}
+	}
+	for _, list := range h {
+		slices.SortStableFunc(list, func(a, b addressHolder) int {
+			if a.pod != b.pod || !a.pod {
+				return 0 // only the pods' order matters
+			}
+			if c := cmp.Compare(a.created, b.created); c != 0 {
+				return c
+			}
+			if c := strings.Compare(a.ns, b.ns); c != 0 {
+				return c
+			}
+			return strings.Compare(a.base, b.base)
+		})
 	}
 	return h, nil
 }
 
 // expectedConflicts returns what pod's mirror must say about conflicts:
-// the other holders of any of its addresses, sorted, each once, at most
-// maxConflictsWith; none for a pod that does not hold its addresses (a
+// for each of its addresses, the Service and the Nodes holding it (not the
+// node the pod runs on: a pod with a node to itself, on EKS Fargate, holds
+// its node's address by design) and its oldest other pods, at most
+// maxConflictsWith of them; all of these sorted, each once, at most
+// maxConflictsWith. None for a pod that does not hold its addresses (a
 // hostNetwork pod).
 func (h holdersByAddress) expectedConflicts(p *corev1.Pod) []string {
 	if p.Spec.HostNetwork {
@@ -198,9 +250,18 @@ func (h holdersByAddress) expectedConflicts(p *corev1.Pod) []string {
 	var out []string
 	for _, raw := range podIPList(p) {
 		ip, _, _ := canonical(raw)
+		pods := 0
 		for _, holder := range h[ip] {
-			if holder != self && !slices.Contains(out, holder) {
-				out = append(out, holder)
+			switch {
+			case holder.name == self, holder.node != "" && holder.node == p.Spec.NodeName:
+				continue
+			case holder.pod && pods == maxConflictsWith:
+				continue
+			case holder.pod:
+				pods++
+			}
+			if !slices.Contains(out, holder.name) {
+				out = append(out, holder.name)
 			}
 		}
 	}

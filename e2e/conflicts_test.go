@@ -845,6 +845,7 @@ func TestConflictPodOnItsOwnNode(t *testing.T) {
 	if strings.Contains(p.Output(), "Address conflict started") {
 		t.Errorf("a conflict was logged for a pod on its own node's address:\n%s", tail(p.Output(), 30))
 	}
+	waitConverged(t, 30*time.Second, foreign, ns)
 
 	// Another pod, on another node, takes the address: it is in conflict
 	// with the node and the pod holding it; the first pod with it alone.
@@ -862,6 +863,7 @@ func TestConflictPodOnItsOwnNode(t *testing.T) {
 	waitNoMirror(t, ns, "intruder")
 	waitConflict(t, ns, "fargate")
 	waitConflictMetrics(t, p, 0, 1)
+	waitConverged(t, 30*time.Second, foreign, ns)
 }
 
 // TestConflictServiceHolderAlwaysValid: an IPAddress is written by
@@ -917,6 +919,7 @@ func TestConflictServiceHolderAlwaysValid(t *testing.T) {
 	setPodIPs(t, ns, "squatter", corev1.PodRunning, ip, "fd00::96:7:7")
 	waitMirrorIPs(t, ns, "squatter", ip, "fd00::96:7:7")
 	waitConflict(t, ns, "squatter", holder)
+	waitConverged(t, 30*time.Second, nil, ns)
 	setPodIPs(t, ns, "squatter", corev1.PodRunning, "10.251.9.2")
 	if last := waitMirrorIPs(t, ns, "squatter", "10.251.9.2"); last.UID != first.UID {
 		t.Errorf("the mirror was recreated (uid %s -> %s), want updates in place", first.UID, last.UID)
@@ -1050,6 +1053,10 @@ func TestConflictLargeGroupOnOneAddress(t *testing.T) {
 	}
 	creates0, updates0 := writes0(m0, "create"), writes0(m0, "update")
 	requests0 := podtoipRequests(t)
+	eventRequests0, err := cp.ResourceRequests(t.Context(), "events")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cpu0 := cpuSeconds(t, pid)
 	start := time.Now()
 
@@ -1126,6 +1133,7 @@ func TestConflictLargeGroupOnOneAddress(t *testing.T) {
 	converged := time.Since(start)
 	c := waitQuiet(t, p, 2*time.Minute)
 	idle := time.Since(start)
+	waitConverged(t, 30*time.Second, nil, ns)
 	cpu := cpuSeconds(t, pid) - cpu0
 	m1 := scrape(t, p)
 	creates, updates := writes0(m1, "create")-creates0, writes0(m1, "update")-updates0
@@ -1154,10 +1162,22 @@ func TestConflictLargeGroupOnOneAddress(t *testing.T) {
 	// newcomer is counted.
 	foreign := foreignObjects{}
 	expectEventsRecorded(t, ns, foreign, 0)
-	_, recorded = conflictEventsIn(t, ns)
+	events, recorded = conflictEventsIn(t, ns)
 	recordFigure(t, figure{Name: scenario + "AddressConflict events", Value: float64(recorded), Unit: "count",
 		Measures: "AddressConflict events in the namespace (with their counts) once all were sent"})
-	t.Logf("%d AddressConflict events recorded once all were sent", recorded)
+	warned := map[string]bool{}
+	for _, e := range events {
+		warned[e.InvolvedObject.Name] = true
+	}
+	eventRequests, err := cp.ResourceRequests(t.Context(), "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every mirror written with a holder it did not list before is
+	// reported: each pod's create (all but the first pod's showed a
+	// conflict) and the updates that added holders.
+	t.Logf("%d AddressConflict events recorded once all were sent, on %d of the %d pods (the API server saw %v for events); the controller wrote %v mirrors showing a conflict at creation and %v updates",
+		recorded, len(warned), n, eventRequests.Sub(eventRequests0), creates-1, updates)
 
 	// One more.
 	c0 := waitQuiet(t, p, time.Minute)
@@ -1200,4 +1220,5 @@ func TestConflictLargeGroupOnOneAddress(t *testing.T) {
 	for _, name := range []string{"p-0000", order[listed].Name, order[len(order)-1].Name} {
 		waitConflict(t, ns, name, oldest(name, listed)...)
 	}
+	waitConverged(t, 30*time.Second, foreign, ns)
 }
