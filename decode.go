@@ -1,28 +1,242 @@
 package main
 
 import (
+	"bytes"
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	sjson "sigs.k8s.io/json"
+
+	"example.com/podtoip-controller/internal/jsonscan"
 )
 
 // The mirror informer receives one watch event per write of a PodToIp, most
 // of them the controller's own, each carrying the whole object with its
-// managedFields. The standard JSON serializer reads each event several times
-// over (once to find its kind, once to decode it, for the envelope and for
-// the object) and decodes every field into a full PodToIp, only for the
-// informer's transform to keep a few of them. cacheDecoder decodes with the
-// same library, sigs.k8s.io/json, once per level and into the fields the
-// cache keeps: the rest, managedFields above all, is skipped unallocated.
+// managedFields. The standard path reads every event several times over
+// (the framer scans it, the envelope's kind is sniffed, the envelope is
+// decoded, the object's kind is sniffed, the object is decoded field by
+// field by reflection) only for the informer's transform to keep a few
+// fields; docs/performance.md measures what that costs. cacheDecoder reads
+// each event once: jsonscan.Framer finds where it ends, splitWatchEvent
+// takes the envelope apart without decoding it, and decodeCachedMirror
+// reads the fields the cache keeps straight into a PodToIp, skipping the
+// rest. Anything it does not recognise (a Status in an ERROR event, a
+// string with escapes, a key given twice) goes to the standard serializer,
+// so the result is the same, only cheaper in the common case. A list, read
+// once per start, is decoded by sigs.k8s.io/json into the same fields.
 
-// cachedPodToIp is a PodToIp as the cache decodes it: its metadata
-// (cachedMeta, which shadows the embedded ObjectMeta under "metadata") has
-// only what mirrorInfo keeps.
-type cachedPodToIp struct {
-	PodToIp
-	Metadata cachedMeta `json:"metadata"`
+// podToIpPrefix is how the API server starts every PodToIp it encodes: it
+// writes custom resources with sorted keys, so apiVersion comes first.
+var podToIpPrefix = []byte(`{"apiVersion":"` + GroupVersion.String() + `",`)
+
+// cacheDecoder decodes the informer's lists, watch envelopes and PodToIps
+// as described above, and hands anything else to the standard serializer.
+type cacheDecoder struct{ runtime.Serializer }
+
+func (d cacheDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	switch into := into.(type) {
+	case *metav1.WatchEvent:
+		if typ, obj, ok := splitWatchEvent(data); ok {
+			*into = metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: obj}}
+			return into, ptrTo(metav1.SchemeGroupVersion.WithKind("WatchEvent")), nil
+		}
+	case *PodToIpList:
+		if decodeCachedList(data, into) {
+			return into, ptrTo(GroupVersion.WithKind("PodToIpList")), nil
+		}
+	case nil:
+		if m, ok := decodeCachedMirror(data); ok {
+			return m, ptrTo(GroupVersion.WithKind("PodToIp")), nil
+		}
+	}
+	return d.Serializer.Decode(data, defaults, into)
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// splitWatchEvent takes apart an event as the API server writes it,
+// {"type":"T","object":{...}}, returning the type and the object's bytes
+// (which alias data). Any other shape is left to the standard decoder.
+func splitWatchEvent(data []byte) (typ string, obj []byte, ok bool) {
+	const head, mid = `{"type":`, `,"object":`
+	if !bytes.HasPrefix(data, []byte(head)) {
+		return "", nil, false
+	}
+	c := jsonscan.NewAt(data, len(head))
+	t, ok := c.RawString()
+	if !ok || !bytes.HasPrefix(data[c.Pos():], []byte(mid)) {
+		return "", nil, false
+	}
+	c = jsonscan.NewAt(data, c.Pos()+len(mid))
+	// The object runs to the envelope's closing brace; check it is one
+	// whole object and nothing follows it.
+	if c.Peek() != '{' {
+		return "", nil, false
+	}
+	start := c.Pos()
+	if !c.Skip() {
+		return "", nil, false
+	}
+	obj = data[start:c.Pos()]
+	if !c.Consume('}') || !c.End() {
+		return "", nil, false
+	}
+	return string(t), obj, true
+}
+
+// decodeCachedMirror reads a PodToIp with the fields the cache keeps
+// (toMirrorInfo): identity, resourceVersion, labels, annotations,
+// finalizers, generateName, owner references, whether it is being deleted,
+// and every field of the mirror. Other metadata (managedFields,
+// creationTimestamp, generation) is skipped, checked only to be valid
+// JSON. It declines (ok false) anything but a PodToIp of this group's
+// version, and any input jsonscan declines.
+func decodeCachedMirror(data []byte) (m *PodToIp, ok bool) {
+	if !bytes.HasPrefix(data, podToIpPrefix) {
+		return nil, false
+	}
+	m = &PodToIp{}
+	c := jsonscan.New(data)
+	var apiVersion, kind string
+	ok = c.Object(func(key []byte) (ok bool) {
+		switch string(key) {
+		case "apiVersion":
+			apiVersion, ok = c.Str()
+		case "kind":
+			kind, ok = c.Str()
+		case "metadata":
+			ok = c.Null() || decodeMirrorMeta(c, &m.ObjectMeta)
+		case "podName":
+			m.PodName, ok = c.Str()
+		case "podUID":
+			m.PodUID, ok = uid(c)
+		case "podAddress":
+			m.PodAddress, ok = c.Str()
+		case "podIPs":
+			m.PodIPs, ok = c.StrList()
+		case "podIPv4":
+			m.PodIPv4, ok = c.Str()
+		case "podIPv6":
+			m.PodIPv6, ok = c.Str()
+		case "nodeName":
+			m.NodeName, ok = c.Str()
+		case "hostNetwork":
+			m.HostNetwork, ok = c.Bool()
+		case "conflict":
+			m.Conflict, ok = c.Bool()
+		case "conflictsWith":
+			m.ConflictsWith, ok = c.StrList()
+		default:
+			ok = c.Skip()
+		}
+		return ok
+	})
+	if !ok || !c.End() || apiVersion != GroupVersion.String() || kind != "PodToIp" {
+		return nil, false
+	}
+	return m, true
+}
+
+// decodeMirrorMeta reads the metadata the cache keeps into meta.
+func decodeMirrorMeta(c *jsonscan.Cursor, meta *metav1.ObjectMeta) bool {
+	return c.Object(func(key []byte) (ok bool) {
+		switch string(key) {
+		case "name":
+			meta.Name, ok = c.Str()
+		case "namespace":
+			meta.Namespace, ok = c.Str()
+		case "generateName":
+			meta.GenerateName, ok = c.Str()
+		case "uid":
+			meta.UID, ok = uid(c)
+		case "resourceVersion":
+			meta.ResourceVersion, ok = c.Str()
+		case "deletionTimestamp":
+			meta.DeletionTimestamp, ok = timestamp(c)
+		case "labels":
+			meta.Labels, ok = c.StrMap()
+		case "annotations":
+			meta.Annotations, ok = c.StrMap()
+		case "finalizers":
+			meta.Finalizers, ok = c.StrList()
+		case "ownerReferences":
+			meta.OwnerReferences, ok = decodeOwnerRefs(c)
+		default:
+			ok = c.Skip()
+		}
+		return ok
+	})
+}
+
+// decodeOwnerRefs reads metadata.ownerReferences; null reads as nil.
+func decodeOwnerRefs(c *jsonscan.Cursor) ([]metav1.OwnerReference, bool) {
+	if c.Null() {
+		return nil, true
+	}
+	refs := []metav1.OwnerReference{}
+	ok := c.Array(func() bool {
+		var ref metav1.OwnerReference
+		ok := c.Null() || c.Object(func(key []byte) (ok bool) {
+			switch string(key) {
+			case "apiVersion":
+				ref.APIVersion, ok = c.Str()
+			case "kind":
+				ref.Kind, ok = c.Str()
+			case "name":
+				ref.Name, ok = c.Str()
+			case "uid":
+				ref.UID, ok = uid(c)
+			case "controller":
+				ref.Controller, ok = c.BoolPtr()
+			case "blockOwnerDeletion":
+				ref.BlockOwnerDeletion, ok = c.BoolPtr()
+			default:
+				ok = c.Skip()
+			}
+			return ok
+		})
+		refs = append(refs, ref)
+		return ok
+	})
+	return refs, ok
+}
+
+// uid reads a string as a UID.
+func uid(c *jsonscan.Cursor) (types.UID, bool) {
+	s, ok := c.Str()
+	return types.UID(s), ok
+}
+
+// timestamp reads a metav1.Time as the API server writes it (RFC 3339, in
+// seconds); null reads as nil. Any other form is declined.
+func timestamp(c *jsonscan.Cursor) (*metav1.Time, bool) {
+	if c.Null() {
+		return nil, true
+	}
+	s, ok := c.Str()
+	if !ok {
+		return nil, false
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, false
+	}
+	return &metav1.Time{Time: t.Local()}, true
+}
+
+// cachedPodToIpList is a PodToIpList as the cache decodes it: the items'
+// metadata (cachedMeta, which shadows the embedded ObjectMeta under
+// "metadata") has only what the cache keeps.
+type cachedPodToIpList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata"`
+	Items           []struct {
+		PodToIp
+		Metadata cachedMeta `json:"metadata"`
+	} `json:"items"`
 }
 
 // cachedMeta is the part of a PodToIp's metadata the cache keeps.
@@ -39,59 +253,30 @@ type cachedMeta struct {
 	OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
 }
 
-// podToIp returns c as a PodToIp.
-func (c *cachedPodToIp) podToIp() *PodToIp {
-	m := c.PodToIp
-	m.ObjectMeta = metav1.ObjectMeta{
-		Name: c.Metadata.Name, Namespace: c.Metadata.Namespace, UID: c.Metadata.UID,
-		ResourceVersion: c.Metadata.ResourceVersion, GenerateName: c.Metadata.GenerateName,
-		DeletionTimestamp: c.Metadata.DeletionTimestamp, Labels: c.Metadata.Labels,
-		Annotations: c.Metadata.Annotations, Finalizers: c.Metadata.Finalizers,
-		OwnerReferences: c.Metadata.OwnerReferences,
+// decodeCachedList decodes a PodToIpList into l with sigs.k8s.io/json,
+// keeping of each item what the cache keeps.
+func decodeCachedList(data []byte, l *PodToIpList) bool {
+	var c cachedPodToIpList
+	if sjson.UnmarshalCaseSensitivePreserveInts(data, &c) != nil || c.APIVersion != GroupVersion.String() || c.Kind != "PodToIpList" {
+		return false
 	}
-	return &m
-}
-
-// cachedPodToIpList is a PodToIpList as the cache decodes it.
-type cachedPodToIpList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata"`
-	Items           []cachedPodToIp `json:"items"`
-}
-
-// cacheDecoder decodes the informer's lists, watch envelopes and PodToIps
-// as described above, and hands anything else (a Status in an error
-// event, a kind it does not expect) to the standard serializer.
-type cacheDecoder struct{ runtime.Serializer }
-
-func (d cacheDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	switch into := into.(type) {
-	case *metav1.WatchEvent:
-		if sjson.UnmarshalCaseSensitivePreserveInts(data, into) == nil {
-			return into, &schema.GroupVersionKind{Group: "meta.k8s.io", Version: "v1", Kind: "WatchEvent"}, nil
-		}
-	case *PodToIpList:
-		var l cachedPodToIpList
-		if sjson.UnmarshalCaseSensitivePreserveInts(data, &l) == nil && l.APIVersion == GroupVersion.String() && l.Kind == "PodToIpList" {
-			into.TypeMeta, into.ListMeta, into.Items = l.TypeMeta, l.ListMeta, make([]PodToIp, len(l.Items))
-			for i := range l.Items {
-				into.Items[i] = *l.Items[i].podToIp()
-			}
-			return into, ptrTo(GroupVersion.WithKind("PodToIpList")), nil
-		}
-	case nil:
-		var c cachedPodToIp
-		if sjson.UnmarshalCaseSensitivePreserveInts(data, &c) == nil && c.APIVersion == GroupVersion.String() && c.Kind == "PodToIp" {
-			return c.podToIp(), ptrTo(GroupVersion.WithKind("PodToIp")), nil
+	l.TypeMeta, l.ListMeta, l.Items = metav1.TypeMeta{}, c.ListMeta, make([]PodToIp, len(c.Items))
+	for i, item := range c.Items {
+		m := item.Metadata
+		l.Items[i] = item.PodToIp
+		l.Items[i].TypeMeta = metav1.TypeMeta{}
+		l.Items[i].ObjectMeta = metav1.ObjectMeta{
+			Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+			GenerateName: m.GenerateName, DeletionTimestamp: m.DeletionTimestamp, Labels: m.Labels,
+			Annotations: m.Annotations, Finalizers: m.Finalizers, OwnerReferences: m.OwnerReferences,
 		}
 	}
-	return d.Serializer.Decode(data, defaults, into)
+	return true
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // cacheNegotiator is the standard negotiated serializer with cacheDecoder in
-// place of its JSON serializer, for the informer's list and watch.
+// place of its JSON serializer and jsonscan.Framer in place of its JSON
+// framer, for the informer's list and watch.
 type cacheNegotiator struct{ runtime.NegotiatedSerializer }
 
 func (n cacheNegotiator) SupportedMediaTypes() []runtime.SerializerInfo {
@@ -103,6 +288,7 @@ func (n cacheNegotiator) SupportedMediaTypes() []runtime.SerializerInfo {
 			if info.StreamSerializer != nil {
 				stream := *info.StreamSerializer
 				stream.Serializer = cacheDecoder{stream.Serializer}
+				stream.Framer = jsonscan.Framer{}
 				info.StreamSerializer = &stream
 			}
 		}
