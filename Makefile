@@ -97,6 +97,7 @@ test-unit: ## Run the unit tests (race detector on).
 FUZZTIME ?= 5000x
 # Each fuzz target as package:Target.
 FUZZ_TARGETS := .:FuzzDesiredMirror .:FuzzMirrorChanged .:FuzzApplyDesired .:FuzzDecodePodToIp .:FuzzCacheDecoderMatchesStandard \
+	.:FuzzEncodeMirrorMatchesStandard .:FuzzScanWrittenMeta ./internal/jsonscan:FuzzCursorMatchesEncodingJSON ./internal/jsonscan:FuzzFramer \
 	./internal/addr:FuzzCanonical ./internal/slim:FuzzUID ./internal/conflicts:FuzzHolderIndex
 
 .PHONY: test-fuzz

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"sync"
 	"testing"
@@ -15,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
+	sjson "sigs.k8s.io/json"
 )
 
 // TestCodecRoundTrip decodes PodToIp JSON as the API server sends it through
@@ -79,23 +78,6 @@ func TestListOptionsPassThrough(t *testing.T) {
 	}
 }
 
-// newTestClient is a Client of the API server h.
-func newTestClient(t *testing.T, h http.HandlerFunc) *Client {
-	t.Helper()
-	ts := httptest.NewServer(h)
-	t.Cleanup(ts.Close)
-	cfg := &rest.Config{Host: ts.URL}
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := NewClient(cfg, httpClient, fieldManager)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // seenRequest is what the fake API server received.
 type seenRequest struct {
 	method, path string
@@ -155,7 +137,7 @@ func (s *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the field manager), the body and the decoded result.
 func TestClientCallsOnTheWire(t *testing.T) {
 	srv := &fakeAPIServer{}
-	c := newTestClient(t, srv.ServeHTTP)
+	c := newTestClient(t, srv.ServeHTTP, nil)
 	ctx := t.Context()
 	wantQuery := func(req seenRequest, want map[string]string) {
 		t.Helper()
@@ -256,5 +238,84 @@ func TestClientCallsOnTheWire(t *testing.T) {
 	}
 	if pre, _ := req.body["preconditions"].(map[string]any); pre["uid"] != "uid-9" {
 		t.Errorf("Delete body = %v; want the UID precondition", req.body)
+	}
+}
+
+// wireMirror is a PodToIp as the API server writes it in a response or a
+// watch event: every field, managedFields included, keys sorted.
+const wireMirror = `{"apiVersion":"example.com/v1","conflict":false,"hostNetwork":false,"kind":"PodToIp","metadata":{"creationTimestamp":"2026-11-24T03:00:00Z","generation":1,"labels":{"app.kubernetes.io/managed-by":"podtoip-controller"},"managedFields":[{"apiVersion":"example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:hostNetwork":{},"f:metadata":{"f:labels":{".":{},"f:app.kubernetes.io/managed-by":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11\"}":{}}},"f:nodeName":{},"f:podAddress":{},"f:podIPs":{},"f:podIPv4":{},"f:podName":{},"f:podUID":{}},"manager":"podtoip-controller","operation":"Update","time":"2026-11-24T03:00:00Z"}],"name":"web-0","namespace":"default","ownerReferences":[{"apiVersion":"v1","controller":true,"kind":"Pod","name":"web-0","uid":"0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11"}],"resourceVersion":"4242","uid":"9d0c3a77-1e2b-4f6a-8c5d-2a1b3c4d5e6f"},"nodeName":"node-1","podAddress":"10.244.1.7","podIPs":["10.244.1.7","fd00::7"],"podIPv4":"10.244.1.7","podIPv6":"fd00::7","podName":"web-0","podUID":"0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11"}`
+
+// responseSeeds are responses and objects, the usual and the odd.
+var responseSeeds = []string{
+	wireMirror,
+	`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"esc\"aped","uid":"a\u0062"}}`,
+	`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"a","name":"b"}}`,
+	`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"creationTimestamp":5,"name":"a"}}`,
+	`{"metadata":{"namespace":"\u00e9","resourceVersion":"1"},"x":[1.5e3,-0,true,{"y":null}]} `,
+}
+
+// scanWrittenMeta must read what the standard decoding of the response
+// reads, or decline.
+func FuzzScanWrittenMeta(f *testing.F) {
+	for _, s := range responseSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, ok := scanWrittenMeta(body)
+		if !ok {
+			return
+		}
+		var want struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := sjson.UnmarshalCaseSensitivePreserveInts(body, &want); err != nil {
+			if !json.Valid(body) {
+				t.Fatalf("scanned %q, which is not JSON", body)
+			}
+			return // a wrong type in a field the scan skips
+		}
+		m := want.Metadata
+		if got.Name != m.Name || got.Namespace != m.Namespace || got.UID != m.UID || got.ResourceVersion != m.ResourceVersion {
+			t.Fatalf("scanned %q as %+v, standard %+v", body, got.ObjectMeta, m)
+		}
+	})
+}
+
+// A watch stream read end to end through the client, as the informer
+// reads it, gives the informer what it needs: events in order, the kept
+// fields without managedFields, bookmarks with their annotation, and a
+// Status on an error event, in any chunking of the stream.
+func TestWatchStreamThroughTheClient(t *testing.T) {
+	stream := `{"type":"ADDED","object":` + wireMirror + "}\n" +
+		`{"type":"BOOKMARK","object":{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"resourceVersion":"4243","annotations":{"k8s.io/initial-events-end":"true"}}}}` + "\n" +
+		`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version","reason":"Expired","code":410}}` + "\n"
+	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		for i := 0; i < len(stream); i += 7 {
+			_, _ = io.WriteString(w, stream[i:min(i+7, len(stream))])
+			w.(http.Flusher).Flush()
+		}
+	}, nil)
+	wi, err := c.PodToIps("").Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wi.Stop()
+	var got []watch.Event
+	for ev := range wi.ResultChan() {
+		got = append(got, ev)
+	}
+	if len(got) != 3 {
+		t.Fatalf("got %d events, want 3: %v", len(got), got)
+	}
+	m, ok := got[0].Object.(*PodToIp)
+	if !ok || got[0].Type != watch.Added || m.Name != "web-0" || m.ResourceVersion != "4242" || len(m.ManagedFields) != 0 || m.PodIPv6 != "fd00::7" || !m.CreationTimestamp.IsZero() {
+		t.Errorf("event 1: %s %#v", got[0].Type, got[0].Object)
+	}
+	if b, ok := got[1].Object.(*PodToIp); !ok || got[1].Type != watch.Bookmark || b.ResourceVersion != "4243" || b.Annotations["k8s.io/initial-events-end"] != "true" {
+		t.Errorf("bookmark: %s %#v", got[1].Type, got[1].Object)
+	}
+	if s, ok := got[2].Object.(*metav1.Status); !ok || got[2].Type != watch.Error || s.Code != 410 {
+		t.Errorf("error event: %s %#v", got[2].Type, got[2].Object)
 	}
 }

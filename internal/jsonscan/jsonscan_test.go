@@ -1,0 +1,90 @@
+package jsonscan
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzCursorMatchesEncodingJSON checks the cursor against encoding/json on
+// arbitrary input: Skip accepts exactly one valid JSON value (within the
+// nesting bound), and a string, a list of strings and a map of strings
+// read as encoding/json reads them, or are declined: a string with an
+// escape sequence is always declined (the caller then decodes the standard
+// way), never kept raw.
+func FuzzCursorMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{`"a"`, `"a\u003cb"`, `"\u00e9"`, `"é"`, `"a\"b"`, `"\n"`, `"a\/b"`, `["x","y"]`, `["a\u0041"]`, `{"k":"v","k2":"v2"}`,
+		`{"k":"v","k":"w"}`, `{"a\u0062":"c"}`, `null`, `[]`, `{}`, `-0.5e+7`, `01`, `1.`, `[1,2,{"a":[true,false,null]}]`, "\"\xff\"", `"` + "\x01" + `"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var v any
+		valid := json.Unmarshal(data, &v) == nil
+		c := New(data)
+		if skipped := c.Skip() && c.End(); skipped != valid {
+			t.Fatalf("Skip+End = %v, encoding/json valid = %v: %q", skipped, valid, data)
+		}
+
+		c = New(data)
+		if s, ok := c.Str(); ok && c.End() {
+			var want *string
+			if err := json.Unmarshal(data, &want); err != nil {
+				t.Fatalf("Str read %q from %q, which encoding/json refuses: %v", s, data, err)
+			}
+			if want == nil && s != "" || want != nil && *want != s {
+				t.Fatalf("Str = %q, encoding/json = %v, from %q", s, want, data)
+			}
+			if slices.Contains(data, '\\') {
+				t.Fatalf("Str kept an escape sequence raw: %q from %q", s, data)
+			}
+			if !utf8.ValidString(s) {
+				t.Fatalf("Str kept invalid UTF-8: %q", s)
+			}
+		}
+
+		c = New(data)
+		if l, ok := c.StrList(); ok && c.End() {
+			var want []string
+			if err := json.Unmarshal(data, &want); err != nil || !slices.Equal(l, want) || (l == nil) != (want == nil) {
+				t.Fatalf("StrList = %#v, encoding/json = %#v (%v), from %q", l, want, err, data)
+			}
+		}
+
+		c = New(data)
+		if m, ok := c.StrMap(); ok && c.End() {
+			var want map[string]string
+			if err := json.Unmarshal(data, &want); err != nil || len(m) != len(want) || (m == nil) != (want == nil) {
+				t.Fatalf("StrMap = %#v, encoding/json = %#v (%v), from %q", m, want, err, data)
+			}
+			for k, v := range m {
+				if want[k] != v {
+					t.Fatalf("StrMap[%q] = %q, encoding/json %q, from %q", k, v, want[k], data)
+				}
+			}
+		}
+	})
+}
+
+// Strings with escapes are declined, whatever the escape: the caller must
+// decode them the standard way (a kept \u003c would write "a<b" back as
+// "a\u003cb", corrupted).
+func TestStrDeclinesEscapes(t *testing.T) {
+	for _, s := range []string{`"a\u003cb"`, `"a\"b"`, `"a\\b"`, `"a\/b"`, `"\n"`, `"\t"`} {
+		if got, ok := New([]byte(s)).Str(); ok {
+			t.Errorf("Str(%s) = %q, want declined", s, got)
+		}
+	}
+	if got, ok := New([]byte(`"a<b é"`)).Str(); !ok || got != "a<b é" {
+		t.Errorf("Str of a plain string = %q, %v", got, ok)
+	}
+}
+
+// A key given twice is declined: encoding/json would keep the last, and a
+// reader of only some keys could keep another.
+func TestObjectDeclinesRepeatedKeys(t *testing.T) {
+	ok := New([]byte(`{"a":"1","b":"2","a":"3"}`)).Object(func([]byte) bool { return true })
+	if ok {
+		t.Error("an object with a repeated key was accepted")
+	}
+}

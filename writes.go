@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/metrics"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
+)
+
+// writer sends the controller's writes of PodToIps (create, update,
+// delete): one per pod and per change, the requests the controller makes
+// most. It builds each request directly on the process's HTTP client
+// (the same connections, credentials, user agent and access tracking as
+// every other request), where client-go's generic request builder
+// assembles and parses the URL several times per request, clones headers
+// and allocates for every step (docs/performance.md measures the
+// difference). It keeps what that builder gives a write: the shared client-side rate
+// limit, waiting and resending as the API server asks (Retry-After, at
+// most maxWriteRetries times), the API server's warnings, the rest_client_*
+// metrics, and errors as the API server's Status (apierrors.IsNotFound,
+// IsConflict, IsForbidden, ... work as before).
+type writer struct {
+	http    *http.Client
+	limiter flowcontrol.RateLimiter
+	warn    rest.WarningHandlerWithContext
+	// userAgent is set on each request, as the transport would set it, so
+	// that the transport need not copy the request to set it.
+	userAgent string
+	// prefix is the URL up to the namespace: ".../apis/example.com/v1/namespaces/".
+	prefix string
+	host   string
+	// template is the URL the request metrics are labelled with, as
+	// client-go labels a named request in a namespace.
+	template url.URL
+}
+
+// maxWriteRetries is how often a write is resent when the API server
+// answers 429 or 5xx with a Retry-After header, as client-go's default.
+const maxWriteRetries = 10
+
+// newWriter builds the writer for cfg's API server; httpClient is the
+// client built from cfg (rest.HTTPClientFor), which carries its transport
+// and credentials.
+func newWriter(cfg *rest.Config, httpClient *http.Client) (*writer, error) {
+	c := rest.CopyConfig(cfg)
+	c.APIPath, c.GroupVersion = "/apis", &GroupVersion
+	base, versioned, err := rest.DefaultServerUrlFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("building the API server's URL from %q: %w", cfg.Host, err)
+	}
+	u := *base
+	u.Path = strings.TrimSuffix(u.Path, "/") + versioned
+	w := &writer{
+		http:      httpClient,
+		limiter:   cfg.RateLimiter,
+		warn:      cfg.WarningHandlerWithContext,
+		userAgent: cfg.UserAgent,
+		prefix:    u.String() + "/namespaces/",
+		host:      u.Host,
+	}
+	if w.warn == nil && cfg.WarningHandler != nil {
+		w.warn = warningHandlerWithoutContext{cfg.WarningHandler}
+	}
+	if w.warn == nil {
+		w.warn = rest.WarningLogger{}
+	}
+	w.template = u
+	w.template.Path = u.Path + "/namespaces/{namespace}/" + Resource + "/{name}"
+	if w.limiter == nil && cfg.QPS >= 0 {
+		// As client-go limits a client configured without a limiter.
+		qps, burst := cfg.QPS, cfg.Burst
+		if qps == 0 {
+			qps = rest.DefaultQPS
+		}
+		if burst == 0 {
+			burst = rest.DefaultBurst
+		}
+		w.limiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	}
+	return w, nil
+}
+
+type warningHandlerWithoutContext struct{ rest.WarningHandler }
+
+func (h warningHandlerWithoutContext) HandleWarningHeaderWithContext(_ context.Context, code int, agent, text string) {
+	h.HandleWarningHeader(code, agent, text)
+}
+
+// writeOptions are the query parameters of a write.
+type writeOptions struct {
+	dryRun          []string
+	fieldManager    string
+	fieldValidation string
+}
+
+// do sends one write: method to the PodToIp name in namespace ("" name:
+// the collection), with body (JSON), and returns the response body, which
+// is the caller's until it calls release. name is "" for a create.
+func (w *writer) do(ctx context.Context, method, namespace, name string, opts writeOptions, body []byte) (*responseBody, error) {
+	u, err := w.url(namespace, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	for retries := 0; ; retries++ {
+		if err := w.throttle(ctx, method); err != nil {
+			return nil, err
+		}
+		resp, err := w.send(ctx, method, u, body)
+		if err != nil {
+			return nil, err
+		}
+		wait, retry := retryAfter(resp)
+		if !retry || retries >= maxWriteRetries {
+			metrics.RequestResult.Increment(ctx, strconv.Itoa(resp.StatusCode), method, w.host)
+			return w.result(ctx, method, namespace, name, resp)
+		}
+		metrics.RequestRetry.IncrementRetry(ctx, strconv.Itoa(resp.StatusCode), method, w.host)
+		drain(resp)
+		klog.FromContext(ctx).V(4).Info("Resending a write as the API server asked", "verb", method, "URL", u, "status", resp.StatusCode, "retryAfter", wait, "retries", retries+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// url is the write's URL; namespace and name are checked as client-go
+// checks path segments.
+func (w *writer) url(namespace, name string, opts writeOptions) (string, error) {
+	if namespace == "" {
+		return "", fmt.Errorf("writing a %s: the namespace is empty", Resource)
+	}
+	for _, seg := range []string{namespace, name} {
+		if seg == "" {
+			continue
+		}
+		if msgs := path.IsValidPathSegmentName(seg); len(msgs) != 0 {
+			return "", fmt.Errorf("invalid name %q for a %s: %s", seg, Resource, strings.Join(msgs, ";"))
+		}
+	}
+	var b strings.Builder
+	b.Grow(len(w.prefix) + len(namespace) + len(name) + 64)
+	b.WriteString(w.prefix)
+	b.WriteString(namespace)
+	b.WriteString("/" + Resource)
+	if name != "" {
+		b.WriteByte('/')
+		b.WriteString(name)
+	}
+	q := url.Values{}
+	for _, d := range opts.dryRun {
+		q.Add("dryRun", d)
+	}
+	if opts.fieldManager != "" {
+		q.Set("fieldManager", opts.fieldManager)
+	}
+	if opts.fieldValidation != "" {
+		q.Set("fieldValidation", opts.fieldValidation)
+	}
+	if len(q) > 0 {
+		b.WriteByte('?')
+		b.WriteString(q.Encode())
+	}
+	return b.String(), nil
+}
+
+// throttle waits for the shared client-side rate limiter.
+func (w *writer) throttle(ctx context.Context, method string) error {
+	if w.limiter == nil {
+		return nil
+	}
+	start := time.Now()
+	err := w.limiter.Wait(ctx)
+	metrics.RateLimiterLatency.Observe(ctx, method, w.template, time.Since(start))
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("client rate limiter Wait returned an error: %w", err)
+	}
+	return err
+}
+
+// send makes one attempt.
+func (w *writer) send(ctx context.Context, method, u string, body []byte) (*http.Response, error) {
+	start := time.Now()
+	defer func() { metrics.RequestLatency.Observe(ctx, method, w.template, time.Since(start)) }()
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = http.Header{
+		"Accept":       {runtime.ContentTypeJSON},
+		"Content-Type": {runtime.ContentTypeJSON},
+	}
+	if w.userAgent != "" {
+		req.Header["User-Agent"] = []string{w.userAgent}
+	}
+	metrics.RequestSize.Observe(ctx, method, w.host, float64(len(body)))
+	resp, err := w.http.Do(req)
+	if err != nil {
+		metrics.RequestResult.Increment(ctx, "<error>", method, w.host)
+		return nil, err
+	}
+	return resp, nil
+}
+
+// retryAfter reports whether the API server asked for the request to be
+// sent again (429 or 5xx with Retry-After), and after how long.
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {
+		return 0, false
+	}
+	s, ok := retryAfterSeconds(resp)
+	return time.Duration(s) * time.Second, ok
+}
+
+func retryAfterSeconds(resp *http.Response) (int, bool) {
+	s, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	return s, err == nil
+}
+
+// result reads the response: its body for a 2xx, else the error it
+// stands for.
+func (w *writer) result(ctx context.Context, method, namespace, name string, resp *http.Response) (*responseBody, error) {
+	defer resp.Body.Close()
+	if len(resp.Header["Warning"]) > 0 {
+		warnings, _ := utilnet.ParseWarningHeaders(resp.Header["Warning"])
+		for _, h := range warnings {
+			w.warn.HandleWarningHeaderWithContext(ctx, h.Code, h.Agent, h.Text)
+		}
+	}
+	body := newResponseBody()
+	if _, err := body.ReadFrom(resp.Body); err != nil {
+		body.release()
+		return nil, fmt.Errorf("reading the response to %s %s of %s/%s: %w", method, Resource, namespace, name, err)
+	}
+	metrics.ResponseSize.Observe(ctx, method, w.host, float64(body.Len()))
+	if resp.StatusCode >= http.StatusOK && resp.StatusCode <= http.StatusPartialContent {
+		return body, nil
+	}
+	defer body.release()
+	return nil, responseError(resp, body.Bytes(), method, name)
+}
+
+// responseError is the error a failed write stands for: the API server's
+// Status when the body is one, else a generic error with the status code,
+// as client-go makes them.
+func responseError(resp *http.Response, body []byte, method, name string) error {
+	var status metav1.Status
+	if json.Unmarshal(body, &status) == nil && (status.Kind == "" || status.Kind == "Status") && status.Status == metav1.StatusFailure {
+		return &apierrors.StatusError{ErrStatus: status}
+	}
+	const maxText = 2048
+	if len(body) > maxText {
+		body = body[:maxText]
+	}
+	message := "unknown"
+	if isText(resp) {
+		message = strings.TrimSpace(string(body))
+	}
+	s, _ := retryAfterSeconds(resp)
+	return apierrors.NewGenericServerResponse(resp.StatusCode, method, schema.GroupResource{Group: GroupVersion.Group, Resource: Resource}, name, message, s, true)
+}
+
+func isText(resp *http.Response) bool {
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		return true
+	}
+	media, _, err := mime.ParseMediaType(ct)
+	return err == nil && strings.HasPrefix(media, "text/")
+}
+
+// drain reads and closes a response that is not used, so its connection
+// is reused.
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+}
+
+// responseBody is a write's response, in a buffer the next write reuses
+// once release is called: responses are read at the rate of writes, and
+// reading each into a new slice was most of what a write allocated.
+type responseBody struct{ bytes.Buffer }
+
+var responseBodies = sync.Pool{New: func() any { return new(responseBody) }}
+
+func newResponseBody() *responseBody { return responseBodies.Get().(*responseBody) }
+
+// release returns the buffer for reuse; the caller must hold nothing that
+// points into it (strings it made from it are copies).
+func (b *responseBody) release() {
+	if b.Cap() > 64<<10 {
+		return // an unusually large response: let it go
+	}
+	b.Reset()
+	responseBodies.Put(b)
+}
