@@ -168,7 +168,7 @@ func TestTrailOneLinePerWrite(t *testing.T) {
 func TestTrailReleaseOfAMirrorGoneAlready(t *testing.T) {
 	f := newFixture(t)
 	old := desiredFor(testPod(func(p *corev1.Pod) {
-		p.Status.PodIP = "FD00::9" // written by an earlier release, as the pod spelled it
+		p.Status.PodIP = "FD00::9" // written as the pod spelled it, before mirrors were canonical
 		p.Status.PodIPs = []corev1.PodIP{{IP: "FD00::9"}}
 	}))
 	old.PodIPv6 = ""
