@@ -667,3 +667,37 @@ func TestPodWithForeignMirrorStillHolds(t *testing.T) {
 		t.Errorf("b: conflict=%v conflictsWith=%q, want a listed", m.Conflict, m.ConflictsWith)
 	}
 }
+
+// TestListedHoldersAreVerifiedAgainstTheCache checks a reconcile whose
+// holder index runs ahead of its pod cache (the index is kept by handlers,
+// the reconcile reads the cache): a pod the index names is listed only if
+// the cache shows it holding the address, and the reconcile reads further
+// down the index until it has listed as many as it may.
+func TestListedHoldersAreVerifiedAgainstTheCache(t *testing.T) {
+	const addr = "10.9.0.1"
+	f := conflictFixture(t)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var want []string
+	for i := range 40 {
+		p := podAt(fmt.Sprintf("p%02d", i), addr)
+		p.CreationTimestamp = metav1.NewTime(base.Add(time.Duration(i) * time.Second))
+		f.c.holders.Move(toPodInfo(p).holder(), nil, []string{addr})
+		switch {
+		case i < 10: // gone from the cache
+		case i < 20: // holding another address in the cache
+			_ = f.pods.Indexer.Add(toPodInfo(podAt(p.Name, "10.9.0.2")))
+		default:
+			_ = f.pods.Indexer.Add(toPodInfo(p))
+			if len(want) < conflicts.MaxListed {
+				want = append(want, "Pod ns/"+p.Name)
+			}
+		}
+	}
+	found, err := f.c.podsHolding(addr, cache.ObjectName{Namespace: "ns", Name: "p39"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(found.Holders, want) {
+		t.Errorf("listed %q, want the %d oldest the cache agrees on: %q", found.Holders, conflicts.MaxListed, want)
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"example.com/podtoip-controller/internal/jsonscan"
 )
 
 // slimmed is what the cache keeps of a PodToIp decoded the standard way:
@@ -93,3 +96,72 @@ func FuzzCacheDecoderMatchesStandard(f *testing.F) {
 }
 
 var _ runtime.Decoder = cacheDecoder{}
+
+// countingSerializer counts the decodes the standard serializer is asked for.
+type countingSerializer struct {
+	runtime.Serializer
+	n *int
+}
+
+func (c countingSerializer) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	*c.n++
+	return c.Serializer.Decode(data, defaults, into)
+}
+
+// The cache's decoder reads the usual shapes itself, the API server's
+// watch envelope, a PodToIp and a list of them, and asks the standard
+// serializer only for the rest: a Status, a string with an escape. A
+// decoder that declined the usual shapes would give the same objects at
+// several times the cost, which only this test sees.
+func TestCacheDecoderReadsTheUsualShapesItself(t *testing.T) {
+	var std runtime.Serializer
+	for _, info := range codecs.WithoutConversion().SupportedMediaTypes() {
+		if info.MediaType == runtime.ContentTypeJSON {
+			std = info.Serializer
+		}
+	}
+	n := 0
+	dec := cacheDecoder{countingSerializer{std, &n}}
+	var ev metav1.WatchEvent
+	if _, _, err := dec.Decode([]byte(`{"type":"ADDED","object":`+wireMirror+`}`), nil, &ev); err != nil || ev.Type != "ADDED" || string(ev.Object.Raw) != wireMirror {
+		t.Fatalf("envelope: %v %q", err, ev.Type)
+	}
+	obj, _, err := dec.Decode([]byte(wireMirror), nil, nil)
+	if m, ok := obj.(*PodToIp); err != nil || !ok || m.Name != "web-0" || m.PodIPv6 != "fd00::7" || len(m.OwnerReferences) != 1 {
+		t.Fatalf("object: %v %#v", err, obj)
+	}
+	var l PodToIpList
+	if _, _, err := dec.Decode([]byte(`{"apiVersion":"example.com/v1","kind":"PodToIpList","metadata":{"resourceVersion":"9"},"items":[`+wireMirror+`]}`), nil, &l); err != nil || len(l.Items) != 1 || l.ResourceVersion != "9" {
+		t.Fatalf("list: %v %#v", err, l)
+	}
+	deleting := `{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"w","deletionTimestamp":"2026-11-25T10:00:00Z","finalizers":["f"]},"podName":"w"}`
+	if obj, _, err := dec.Decode([]byte(deleting), nil, nil); err != nil || obj.(*PodToIp).DeletionTimestamp == nil {
+		t.Fatalf("a mirror being deleted: %v %#v", err, obj)
+	}
+	if n != 0 {
+		t.Errorf("the standard serializer was asked %d times for the usual shapes, want 0", n)
+	}
+	if _, _, err := dec.Decode([]byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":410}`), nil, nil); err != nil || n != 1 {
+		t.Errorf("a Status: %v, standard serializer asked %d times, want 1", err, n)
+	}
+}
+
+// The cache's negotiator puts its decoder and framer in place of JSON's
+// only; the other media types stay as apimachinery serves them.
+func TestCacheNegotiatorWrapsOnlyJSON(t *testing.T) {
+	base := codecs.WithoutConversion()
+	for _, info := range (cacheNegotiator{base}).SupportedMediaTypes() {
+		_, wrapped := info.Serializer.(cacheDecoder)
+		if wrapped != (info.MediaType == runtime.ContentTypeJSON) {
+			t.Errorf("%s: serializer wrapped = %v", info.MediaType, wrapped)
+		}
+		if info.MediaType == runtime.ContentTypeJSON {
+			if _, ok := info.StreamSerializer.Framer.(jsonscan.Framer); !ok {
+				t.Errorf("JSON's stream framer is %T, want jsonscan.Framer", info.StreamSerializer.Framer)
+			}
+			if _, ok := info.StreamSerializer.Serializer.(cacheDecoder); !ok {
+				t.Errorf("JSON's stream serializer is %T, want cacheDecoder", info.StreamSerializer.Serializer)
+			}
+		}
+	}
+}

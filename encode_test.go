@@ -56,3 +56,24 @@ func FuzzEncodeMirrorMatchesStandard(f *testing.F) {
 		}
 	})
 }
+
+// encodeMirror writes what the standard encoder writes at the edges the
+// fuzz seeds may miss: empty but non-nil labels and podIPs (omitted, as
+// omitempty omits them), and each character encoding/json escapes in HTML
+// on its own.
+func TestEncodeMirrorEdges(t *testing.T) {
+	for _, v := range []string{"a>b", "a&b", "a<b", "a\"b", "a\\b", "a\nb", "é", "plain"} {
+		for _, m := range []*PodToIp{
+			{ObjectMeta: metav1.ObjectMeta{Name: "w", Labels: map[string]string{}}, PodIPs: []string{}, PodName: v},
+			{ObjectMeta: metav1.ObjectMeta{Name: "w", Labels: map[string]string{"k": v}}, PodIPs: []string{v}},
+		} {
+			want, err := runtime.Encode(clientEnc, m.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := encodeMirror(m); !ok || !bytes.Equal(got, want) {
+				t.Errorf("encodeMirror(%q) wrote\n%s\nthe standard encoder\n%s", v, got, want)
+			}
+		}
+	}
+}

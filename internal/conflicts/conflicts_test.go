@@ -427,3 +427,53 @@ func TestHolderIndexOldestFirst(t *testing.T) {
 		}
 	}
 }
+
+// The count of unlisted holders is said only when there are some.
+func TestMessageCountsOnlyUnlistedHolders(t *testing.T) {
+	if msg := Message([]Conflict{{Address: "10.1.0.1", Holders: []string{"Pod ns/b"}}}); strings.Contains(msg, "more") {
+		t.Errorf("message %q counts unlisted holders where there are none", msg)
+	}
+	if msg := Message([]Conflict{{Address: "10.1.0.1", Holders: []string{"Pod ns/b"}, More: 1}}); !strings.Contains(msg, "and 1 more pods") {
+		t.Errorf("message %q does not count the unlisted holder", msg)
+	}
+}
+
+// A pod that keeps one of its conflicting addresses and leaves the other
+// ends the conflict on the one it left, whatever their order.
+func TestLedgerEndsEachAddressLeft(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+	l := NewLedger(nil)
+	key := cache.ObjectName{Namespace: "ns", Name: "a"}
+	both := []Conflict{{Address: "10.1.0.1", Holders: []string{"Pod ns/b"}}, {Address: "fd00::1", Holders: []string{"Pod ns/b"}}}
+	l.Record(ctx, key, both)
+	l.Record(ctx, key, both[:1])
+	if n := l.Addresses(); n != 1 {
+		t.Errorf("%d addresses in conflict after leaving fd00::1, want 1", n)
+	}
+}
+
+// Removing a pod that does not hold an address changes nothing and
+// affects nobody, however the address is held.
+func TestHolderIndexRemovingANonHolder(t *testing.T) {
+	x := NewHolderIndex(2)
+	h := func(name string, created int64) Holder {
+		return Holder{Key: cache.ObjectName{Namespace: "ns", Name: name}, Created: created}
+	}
+	x.Move(h("a", 1), nil, []string{"10.0.0.1"})
+	x.Move(h("b", 1), nil, []string{"10.0.0.2"})
+	x.Move(h("c", 2), nil, []string{"10.0.0.2"})
+	for _, addr := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+		if got := x.Move(h("z", 0), []string{addr}, nil); len(got) != 0 {
+			t.Errorf("removing a non-holder of %s affected %q", addr, got)
+		}
+	}
+	if got := x.Holders("10.0.0.1"); len(got) != 1 || got[0].Name != "a" {
+		t.Errorf("removing a non-holder dropped the holder: %v", got)
+	}
+	// The holder at rank listed (the oldest not listed by the listed
+	// ones, listed by every newer pod) leaving affects the others.
+	x.Move(h("d", 3), nil, []string{"10.0.0.2"})
+	if got := x.Move(h("d", 3), []string{"10.0.0.2"}, nil); len(got) != 1 {
+		t.Errorf("the holder at rank 2 of a group listing 2 left without affecting the others")
+	}
+}

@@ -88,3 +88,21 @@ func TestObjectDeclinesRepeatedKeys(t *testing.T) {
 		t.Error("an object with a repeated key was accepted")
 	}
 }
+
+// Skip accepts exactly what encoding/json accepts as one value, at the
+// edges of the grammar: hex digits of escapes and every part of a number.
+func TestSkipAtTheEdgesOfTheGrammar(t *testing.T) {
+	for _, s := range []string{
+		`"\u0000"`, `"\u9999"`, `"\uaAfF"`, `"\uFfAa"`, `"\u/000"`, `"\u:000"`, `"\u@000"`, `"\uG000"`, "\"\\u`000\"", `"\ug000"`, `"\u00"`,
+		`"\b\f\n\r\t\"\\\/"`, `"\x"`, "\"\x1f\"", `"a`,
+		`0`, `-0`, `9`, `19`, `90`, `1.0`, `1.09`, `1e5`, `1E+5`, `1e-5`, `1e09`, `0.0e0`, `1.`, `.5`, `-`, `1e`, `1e+`, `00`, `-01`, `+1`, `1.e1`, `0x1`,
+		`[0,9]`, `{"a":-9.9e-9}`,
+	} {
+		var v any
+		want := json.Unmarshal([]byte(s), &v) == nil
+		c := New([]byte(s))
+		if got := c.Skip() && c.End(); got != want {
+			t.Errorf("Skip(%s) = %v, encoding/json accepts it: %v", s, got, want)
+		}
+	}
+}

@@ -56,3 +56,13 @@ func TestInternKeepsOneCopy(t *testing.T) {
 		t.Errorf("Intern(\"\") = %q", got)
 	}
 }
+
+// A UUID is never the empty UID.
+func TestUUIDIsNotEmpty(t *testing.T) {
+	if ToUID("0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11").Is("") {
+		t.Error("a UUID is the empty UID")
+	}
+	if !ToUID("").Is("") {
+		t.Error("the empty UID is not itself")
+	}
+}

@@ -350,3 +350,20 @@ func TestPendingExpires(t *testing.T) {
 		t.Error("the deletion is still pending after Timeout")
 	}
 }
+
+// After a deletion, an event of another object at the deleted one's last
+// resourceVersion says nothing: only a newer version proves the cache
+// moved past the deletion.
+func TestDeletionNeedsANewerVersion(t *testing.T) {
+	tr := New()
+	key := cache.ObjectName{Namespace: "ns", Name: "web"}
+	tr.Deleted(key, *mirrorAt("a", "100"))
+	tr.Observe(key, *mirrorAt("b", "100"), false)
+	if size(tr) != 1 {
+		t.Error("an event at the deleted object's own version cleared the deletion")
+	}
+	tr.Observe(key, *mirrorAt("b", "101"), false)
+	if size(tr) != 0 {
+		t.Error("an event of a newer object did not clear the deletion")
+	}
+}
