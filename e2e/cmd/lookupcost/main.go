@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,7 +58,8 @@ func run(n, rounds, concurrency int) error {
 	if err != nil {
 		return err
 	}
-	base := cp.Host() + "/apis/example.com/v1/namespaces/lookup/podtoips"
+	host := strings.TrimRight(cp.Host(), "/")
+	base := host + "/apis/example.com/v1/namespaces/lookup/podtoips"
 	start := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -78,7 +80,7 @@ func run(n, rounds, concurrency int) error {
 	fmt.Printf("created %d PodToIps in %.1fs\n", n, time.Since(start).Seconds())
 
 	target := n / 2
-	list := cp.Host() + "/apis/example.com/v1/podtoips?fieldSelector=podIPv4%3D" + address(target)
+	list := host + "/apis/example.com/v1/podtoips?fieldSelector=podIPv4%3D" + address(target)
 	get := base + "/" + name(target)
 	for _, l := range []struct{ what, url string }{{"field-selector LIST across namespaces, 1 match", list}, {"GET by name", get}} {
 		var took []time.Duration
