@@ -102,3 +102,16 @@ func TestFramerSplitAtEveryByte(t *testing.T) {
 		}
 	}
 }
+
+// A stream that ends inside an event ends with io.ErrUnexpectedEOF after
+// the whole events; one that ends between events, with io.EOF.
+func TestFramerEnds(t *testing.T) {
+	got, err := readFrames(Framer{}, []byte(`{"a":1} {"b"`), 3, 64)
+	if len(got) != 1 || err != io.ErrUnexpectedEOF {
+		t.Errorf("cut inside an event: %q, %v; want one frame and io.ErrUnexpectedEOF", got, err)
+	}
+	got, err = readFrames(Framer{}, []byte("{\"a\":1}\n"), 3, 64)
+	if len(got) != 1 || err != io.EOF {
+		t.Errorf("ended between events: %q, %v; want one frame and io.EOF", got, err)
+	}
+}

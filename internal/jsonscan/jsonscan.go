@@ -226,7 +226,7 @@ func (c *Cursor) Skip() bool {
 const maxSkipDepth = 10000
 
 func (c *Cursor) skipDepth(depth int) bool {
-	if depth > maxSkipDepth {
+	if depth >= maxSkipDepth {
 		return false
 	}
 	switch c.Peek() {

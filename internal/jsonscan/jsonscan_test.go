@@ -3,6 +3,7 @@ package jsonscan
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -104,5 +105,50 @@ func TestSkipAtTheEdgesOfTheGrammar(t *testing.T) {
 		if got := c.Skip() && c.End(); got != want {
 			t.Errorf("Skip(%s) = %v, encoding/json accepts it: %v", s, got, want)
 		}
+	}
+}
+
+// Skip declines what encoding/json declines at the end of the input or
+// past its nesting limit: truncated values, bare literals cut short, an
+// empty input, and nesting deeper than 10,000.
+func TestSkipTruncatedAndDeep(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, s := range []string{"", " ", "[", "[1", "[1,", `{"a"`, `{"a":`, `{"a":1`, `{"a":1,`, "tru", "nul", "fals", "[tru", `{"a":nul`,
+		`"a b"`, `"\u12`, `"\u12"`, `"abc`, deep(100), deep(9999), deep(10000), deep(10001)} {
+		var v any
+		want := json.Unmarshal([]byte(s), &v) == nil
+		c := New([]byte(s))
+		if got := c.Skip() && c.End(); got != want {
+			t.Errorf("Skip(%.40q) = %v, encoding/json accepts it: %v", s, got, want)
+		}
+	}
+}
+
+// The readers decode null as the zero value, leave the cursor after what
+// they read, and accept an object whose keys are all distinct.
+func TestReadersContract(t *testing.T) {
+	if s, ok := New([]byte(`null`)).Str(); !ok || s != "" {
+		t.Errorf("Str(null) = %q, %v", s, ok)
+	}
+	if l, ok := New([]byte(`null`)).StrList(); !ok || l != nil {
+		t.Errorf("StrList(null) = %#v, %v", l, ok)
+	}
+	if m, ok := New([]byte(`null`)).StrMap(); !ok || m != nil {
+		t.Errorf("StrMap(null) = %#v, %v", m, ok)
+	}
+	if b, ok := New([]byte(`null`)).BoolPtr(); !ok || b != nil {
+		t.Errorf("BoolPtr(null) = %v, %v", b, ok)
+	}
+	c := New([]byte(`"abc" `))
+	if s, ok := c.Str(); !ok || s != "abc" || !c.End() {
+		t.Errorf("Str then End on a plain string: %q, %v, pos %d", s, ok, c.Pos())
+	}
+	if _, ok := New([]byte(`"abc`)).Str(); ok {
+		t.Error("an unterminated string was read")
+	}
+	c = New([]byte(`{"a":"1","b":"2","c":"3"}`))
+	seen := 0
+	if !c.Object(func([]byte) bool { seen++; _, ok := c.Str(); return ok }) || seen != 3 {
+		t.Errorf("an object with distinct keys was declined after %d keys", seen)
 	}
 }
