@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -947,26 +946,7 @@ func TestConflictServiceHolderAlwaysValid(t *testing.T) {
 // test with the first error.
 func inParallel(t *testing.T, n, c int, fn func(ctx context.Context, i int) error) {
 	t.Helper()
-	ctx, cancel := context.WithCancelCause(t.Context())
-	defer cancel(nil)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(c, n) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
+	if err := controlplane.Parallel(t.Context(), n, c, fn); err != nil {
 		t.Fatal(err)
 	}
 }

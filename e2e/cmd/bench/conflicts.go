@@ -319,7 +319,7 @@ func (b *bench) createNodesAndServices(ctx context.Context) error {
 		b.res.Conflicts.NodeBytes = len(raw)
 	}
 	nodes := b.kube.CoreV1().Nodes()
-	if err := parallel(ctx, b.o.nodes, b.o.concurrency, func(ctx context.Context, i int) error {
+	if err := controlplane.Parallel(ctx, b.o.nodes, b.o.concurrency, func(ctx context.Context, i int) error {
 		if _, err := nodes.Create(ctx, benchNode(i), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating node %d: %w", i, err)
 		}
@@ -328,7 +328,7 @@ func (b *bench) createNodesAndServices(ctx context.Context) error {
 		return err
 	}
 	services := b.kube.CoreV1().Services(benchNamespace)
-	if err := parallel(ctx, b.o.services, b.o.concurrency, func(ctx context.Context, i int) error {
+	if err := controlplane.Parallel(ctx, b.o.services, b.o.concurrency, func(ctx context.Context, i int) error {
 		_, err := services.Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%03d", i)},
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},

@@ -18,7 +18,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -276,33 +275,6 @@ func statusPatch(ips []string) []byte {
 	return b
 }
 
-// parallel runs fn(0..n-1) with c calls in flight and returns the first error.
-func parallel(ctx context.Context, n, c int, fn func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(c, n) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return ctx.Err()
-}
-
 // setup creates N pods and gives them IPs through the status subresource,
 // as a kubelet would.
 func (b *bench) setup(ctx context.Context) error {
@@ -310,7 +282,7 @@ func (b *bench) setup(ctx context.Context) error {
 	b.pods = make([]benchPod, b.o.n)
 	pods := b.kube.CoreV1().Pods(benchNamespace)
 	start := time.Now()
-	err := parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
+	err := controlplane.Parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
 		p := benchPod{name: fmt.Sprintf("pod-%06d", i), node: fmt.Sprintf("node-%03d", i%100), ips: podIPsFor(i)}
 		created, err := pods.Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: p.name},
@@ -392,7 +364,7 @@ func (b *bench) raw(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	err = parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
+	err = controlplane.Parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
 		return b.do(ctx, http.MethodPost, base+"?fieldManager="+controllerName, b.pods[i].mirrorJSON(), http.StatusCreated)
 	})
 	if err != nil {
@@ -406,7 +378,7 @@ func (b *bench) raw(ctx context.Context) error {
 	b.res.Raw.CreateClientCPUSeconds = cpu1 - cpu0
 	step("Limit: created in %.2fs (%.0f/s), the client's CPU %.2fs; deleting", b.res.Raw.CreateSeconds, float64(b.o.n)/b.res.Raw.CreateSeconds, b.res.Raw.CreateClientCPUSeconds)
 	start = time.Now()
-	err = parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
+	err = controlplane.Parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
 		return b.do(ctx, http.MethodDelete, base+"/"+b.pods[i].name, nil, http.StatusOK)
 	})
 	if err != nil {
@@ -727,7 +699,7 @@ func (b *bench) delete(ctx context.Context) error {
 	var mu sync.Mutex
 	var lastAck time.Time
 	start := time.Now()
-	err = parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
+	err = controlplane.Parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
 		if err := pods.Delete(ctx, b.pods[i].name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			return fmt.Errorf("deleting pod %s: %w", b.pods[i].name, err)
 		}
