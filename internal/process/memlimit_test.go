@@ -1,6 +1,10 @@
 package process
 
-import "testing"
+import (
+	"math"
+	"runtime/debug"
+	"testing"
+)
 
 func TestGoMemoryLimit(t *testing.T) {
 	for name, tc := range map[string]struct {
@@ -48,5 +52,32 @@ func TestApplyMemorySettings(t *testing.T) {
 	env := map[string]string{MemoryLimitEnv: "419430400", "GOMEMLIMIT": "100MiB", "GOGC": "100"}
 	if limit, err := ApplyMemorySettings(func(k string) string { return env[k] }); limit != 0 || err != nil {
 		t.Errorf("ApplyMemorySettings with GOMEMLIMIT and GOGC set = %d, %v; want 0, nil", limit, err)
+	}
+}
+
+// TestApplyMemorySettingsSetsTheRuntime checks what the runtime is left
+// with: the collector paced at GOGC=50 unless the operator set GOGC, and
+// the memory limit at 90 % of the container's.
+func TestApplyMemorySettingsSetsTheRuntime(t *testing.T) {
+	prevGC := debug.SetGCPercent(100)
+	prevLimit := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetGCPercent(prevGC); debug.SetMemoryLimit(prevLimit) })
+
+	if _, err := ApplyMemorySettings(func(k string) string {
+		return map[string]string{MemoryLimitEnv: "419430400"}[k]
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(100); got != 50 {
+		t.Errorf("GOGC unset: the collector runs at %d %%, want 50", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != 419430400*9/10 {
+		t.Errorf("memory limit %d, want 90 %% of 419430400", got)
+	}
+	if _, err := ApplyMemorySettings(func(k string) string { return map[string]string{"GOGC": "100"}[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC=100 set by the operator: the collector runs at %d %%, want it left at 100", got)
 	}
 }
