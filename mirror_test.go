@@ -457,3 +457,31 @@ func TestNeedsUpdateOnEachOwnerReferenceField(t *testing.T) {
 		}
 	}
 }
+
+// A cached mirror of the usual shape keeps its owner reference folded into
+// its podUID; it equals exactly the one reference the controller writes,
+// and no reference that differs in UID or kind, nor a list of two.
+func TestUsualMirrorOwnersEqualOnlyItsOwn(t *testing.T) {
+	want := desiredFor(testPod())
+	m := toMirrorInfo(want)
+	if m.other != nil {
+		t.Fatal("the desired mirror is not of the usual shape")
+	}
+	own := want.OwnerReferences[0]
+	if !m.ownersEqual([]metav1.OwnerReference{own}) {
+		t.Fatal("the usual mirror does not equal its own owner reference")
+	}
+	otherUID, otherKind := own, own
+	otherUID.UID = "another-uid"
+	otherKind.Kind = "ReplicaSet"
+	for name, refs := range map[string][]metav1.OwnerReference{
+		"another UID":  {otherUID},
+		"another kind": {otherKind},
+		"two":          {own, own},
+		"none":         nil,
+	} {
+		if m.ownersEqual(refs) {
+			t.Errorf("%s: the usual mirror equals %+v", name, refs)
+		}
+	}
+}
