@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
@@ -185,12 +184,7 @@ func writtenMeta(body []byte) (*PodToIp, error) {
 		return m, nil
 	}
 	var written struct {
-		Metadata struct {
-			Name            string    `json:"name"`
-			Namespace       string    `json:"namespace"`
-			UID             types.UID `json:"uid"`
-			ResourceVersion string    `json:"resourceVersion"`
-		} `json:"metadata"`
+		Metadata cachedMeta `json:"metadata"`
 	}
 	// Case-sensitive, as the API machinery decodes.
 	if err := sjson.UnmarshalCaseSensitivePreserveInts(body, &written); err != nil {

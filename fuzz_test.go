@@ -336,7 +336,7 @@ func FuzzApplyDesired(f *testing.F) {
 		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managedByLabel+"=someone-else", "", "1", uint8(1), "v1", "Pod", "web", "uid-1", byte(2), byte(1), "10.0.0.1", "fd00::1", byte(3))
 	f.Add("web", "uid-1", "node-1", "10.0.0.2", "10.0.0.2", // cached (slimmed) mirror of an IP change
 		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(0))
-	f.Add("web", "uid-1", "node-1", "FD00::1", "FD00::1,010.000.000.001", // upgrade: a mirror in the previous release's shape
+	f.Add("web", "uid-1", "node-1", "FD00::1", "FD00::1,010.000.000.001", // upgrade: a mirror in the legacy shape
 		"web", "uid-1", "FD00::1", "FD00::1,010.000.000.001", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "", "", byte(0))
 	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1", // a conflict starts
 		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(8))

@@ -209,7 +209,7 @@ func TestNeedsUpdate(t *testing.T) {
 		"conflict flag only":     {func(m *PodToIp) { m.Conflict = true }, true},
 		"conflicting holders":    {func(m *PodToIp) { m.ConflictsWith = []string{"Node n1"} }, true},
 		"no conflict fields":     {func(m *PodToIp) { m.Conflict, m.ConflictsWith = false, []string{} }, false},
-		"previous release shape": {func(m *PodToIp) { m.PodIPv4, m.PodIPv6 = "", "" }, true},
+		"legacy shape":           {func(m *PodToIp) { m.PodIPv4, m.PodIPv6 = "", "" }, true},
 		"not canonical":          {func(m *PodToIp) { m.PodIPs = []string{m.PodIPs[0], "FD00::5"} }, true},
 		"uid":                    {func(m *PodToIp) { m.PodUID = "uid-2" }, true},
 		"name":                   {func(m *PodToIp) { m.PodName = "x" }, true},

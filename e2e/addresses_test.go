@@ -270,17 +270,17 @@ func TestAddressStoredByOlderAPIServer(t *testing.T) {
 	}
 }
 
-// previousRelease is the last commit before mirrors had podIPv4, podIPv6
-// and hostNetwork and before the controller wrote canonical addresses: the
-// release the upgrade test starts from.
-const previousRelease = "20b90fc488f870d7f09f10c7fd6ba3099ef309b9"
+// legacyCommit is the last commit before mirrors had podIPv4, podIPv6 and
+// hostNetwork and before the controller wrote canonical addresses: the
+// build the upgrade test starts from.
+const legacyCommit = "20b90fc488f870d7f09f10c7fd6ba3099ef309b9"
 
-// buildPreviousRelease extracts previousRelease from the repository and
-// builds its controller; it returns the binary and the CRD of that release.
-func buildPreviousRelease(t *testing.T) (binary, crd string) {
+// buildLegacy extracts legacyCommit from the repository and builds its
+// controller; it returns the binary and the CRD of that build.
+func buildLegacy(t *testing.T) (binary, crd string) {
 	t.Helper()
 	dir := t.TempDir()
-	archive := exec.CommandContext(t.Context(), "git", "-C", cp.Root, "archive", "--format=tar", previousRelease)
+	archive := exec.CommandContext(t.Context(), "git", "-C", cp.Root, "archive", "--format=tar", legacyCommit)
 	untar := exec.CommandContext(t.Context(), "tar", "-x", "-C", dir)
 	pipe, err := archive.StdoutPipe()
 	if err != nil {
@@ -293,29 +293,29 @@ func buildPreviousRelease(t *testing.T) (binary, crd string) {
 		t.Fatal(err)
 	}
 	if err := archive.Run(); err != nil {
-		t.Fatalf("git archive %s (the previous release must be in the repository's history): %v: %s", previousRelease, err, archiveErr.String())
+		t.Fatalf("git archive %s (the legacy build must be in the repository's history): %v: %s", legacyCommit, err, archiveErr.String())
 	}
 	if err := untar.Wait(); err != nil {
-		t.Fatalf("extracting %s: %v", previousRelease, err)
+		t.Fatalf("extracting %s: %v", legacyCommit, err)
 	}
 	binary = filepath.Join(dir, "podtoip-controller-previous")
 	build := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", binary, ".")
 	build.Dir = dir
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the previous release: %v\n%s", err, out)
+		t.Fatalf("building the legacy build: %v\n%s", err, out)
 	}
 	return binary, filepath.Join(dir, "artifacts", "crd.yaml")
 }
 
-// TestAddressUpgradeFromPreviousRelease: on a control plane of its own, the
-// previous release's CRD and controller mirror some pods (one of them with
-// a non-canonical IPv6 address, kept verbatim); then this release's CRD is
-// applied over the installed one with kubectl apply, and this release's
+// TestAddressUpgradeFromLegacyShape: on a control plane of its own, the
+// legacy build's CRD and controller mirror some pods (one of them with a
+// non-canonical IPv6 address, kept verbatim); then the current CRD is
+// applied over the installed one with kubectl apply, and the current
 // controller brings every mirror to the new shape with exactly one update
 // each, as the API server counts them, and writes nothing on its next
 // restart.
-func TestAddressUpgradeFromPreviousRelease(t *testing.T) {
-	oldBinary, oldCRD := buildPreviousRelease(t)
+func TestAddressUpgradeFromLegacyShape(t *testing.T) {
+	oldBinary, oldCRD := buildLegacy(t)
 	logf, err := os.Create(processLog("upgrade-controlplane.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -361,8 +361,8 @@ func TestAddressUpgradeFromPreviousRelease(t *testing.T) {
 		}
 	}
 
-	// The previous release mirrors them, in its shape.
-	old, err := controlplane.StartProcess(oldBinary, nil, filepath.Join(artifacts, "TestAddressUpgradeFromPreviousRelease-previous.log"),
+	// The legacy build mirrors them, in its shape.
+	old, err := controlplane.StartProcess(oldBinary, nil, filepath.Join(artifacts, "TestAddressUpgradeFromLegacyShape-previous.log"),
 		"--kubeconfig", own.Kubeconfig, "-v=2", "--metrics-bind-address=0", "--health-probe-bind-address=0")
 	if err != nil {
 		t.Fatal(err)
@@ -379,23 +379,23 @@ func TestAddressUpgradeFromPreviousRelease(t *testing.T) {
 		return len(listMirrors()) == len(pods), nil
 	}); err != nil {
 		old.Kill()
-		t.Fatalf("the previous release did not mirror the %d pods: %v\n%s", len(pods), err, tail(old.Output(), 30))
+		t.Fatalf("the legacy build did not mirror the %d pods: %v\n%s", len(pods), err, tail(old.Output(), 30))
 	}
 	if code, err := old.Stop(30 * time.Second); err != nil || code != 0 {
-		t.Fatalf("stopping the previous release: exit %d, %v", code, err)
+		t.Fatalf("stopping the legacy build: exit %d, %v", code, err)
 	}
 	for _, m := range listMirrors() {
 		for _, field := range []string{"podIPv4", "podIPv6", "hostNetwork"} {
 			if _, found, _ := unstructured.NestedFieldNoCopy(m.Object, field); found {
-				t.Fatalf("the previous release wrote %s in %s: not the shape the upgrade starts from", field, m.GetName())
+				t.Fatalf("the legacy build wrote %s in %s: not the shape the upgrade starts from", field, m.GetName())
 			}
 		}
 		if address, _, _ := unstructured.NestedString(m.Object, "podAddress"); m.GetName() == "spelled" && address != "FD00:0:0::0082:0004" {
-			t.Fatalf("the previous release mirrored spelled as %q, want the pod's spelling", address)
+			t.Fatalf("the legacy build mirrored spelled as %q, want the pod's spelling", address)
 		}
 	}
 
-	// This release's CRD applies over the installed one, and its new
+	// The current CRD applies over the installed one, and its new
 	// fields are served at once.
 	out, err := own.Kubectl(t.Context(), "apply", "-f", filepath.Join(own.Root, "artifacts", "crd.yaml"))
 	if err != nil || !strings.Contains(out, "podtoips.example.com configured") {
@@ -407,7 +407,7 @@ func TestAddressUpgradeFromPreviousRelease(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the new CRD's selectable fields are not served: %v", err)
 	}
-	// Objects the previous release wrote stay as they are until the
+	// Objects the legacy build wrote stay as they are until the
 	// controller rewrites them, and users can still label one whose address
 	// the new CRD would refuse (validation ratcheting: the address is not
 	// changed); the controller's update keeps the label.
@@ -415,7 +415,7 @@ func TestAddressUpgradeFromPreviousRelease(t *testing.T) {
 		t.Fatalf("%d mirrors after applying the CRD, want %d", got, len(pods))
 	}
 	if out, err := own.Kubectl(t.Context(), "label", "ptp", "spelled", "-n", ns, "team=net"); err != nil {
-		t.Fatalf("labelling a mirror of the previous release under the new CRD: %v\n%s", err, out)
+		t.Fatalf("labelling a mirror of the legacy build under the new CRD: %v\n%s", err, out)
 	}
 
 	before, err := own.ResourceRequests(t.Context(), "podtoips")

@@ -455,7 +455,7 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 	put("orphan", managed, nil, "10.244.90.6")
 	runningPod(t, ns, "missing", []string{"10.244.90.7"})
 	// Mirrors right but for one of the fields a mirror gained later: in the
-	// previous release's shape (no podIPv4), and one that misses that its
+	// legacy shape (no podIPv4), and one that misses that its
 	// pod uses the host's network.
 	put("old-shape", managed, runningPod(t, ns, "old-shape", []string{"10.244.90.8"}), "10.244.90.8")
 	if _, err := mirrors(ns).Patch(t.Context(), "old-shape", types.MergePatchType, []byte(`{"podIPv4":null,"hostNetwork":null}`), metav1.PatchOptions{}); err != nil {

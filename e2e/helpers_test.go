@@ -128,9 +128,8 @@ func waitReady(t *testing.T, p *controlplane.Process) {
 
 type podOpt func(*corev1.Pod)
 
-func onNode(n string) podOpt   { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
-func hostNetwork() podOpt      { return func(p *corev1.Pod) { p.Spec.HostNetwork = true } }
-func withName(n string) podOpt { return func(p *corev1.Pod) { p.Name = n } }
+func onNode(n string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
+func hostNetwork() podOpt    { return func(p *corev1.Pod) { p.Spec.HostNetwork = true } }
 
 // createPod creates a pod; there is no kubelet, so it never runs.
 func createPod(t *testing.T, ns, name string, opts ...podOpt) *corev1.Pod {
