@@ -42,6 +42,9 @@ const (
 	// reasonInvalidAddress is the event reason for a pod that gets no
 	// mirror because an address in its status is not an IP address.
 	reasonInvalidAddress = "PodToIpInvalidAddress"
+	// reasonEditReverted is the event reason for a pod whose mirror
+	// someone else had changed and the controller rewrote.
+	reasonEditReverted = "PodToIpEditReverted"
 )
 
 // PodToIpsGetter returns the PodToIp calls for a namespace. *Client

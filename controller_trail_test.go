@@ -241,3 +241,71 @@ func TestMirrorHeldByAFinalizerIsDeletedOnce(t *testing.T) {
 	g.sync("web")
 	g.expectActions()
 }
+
+// forged returns m as someone else's edit left it: the fields edit changes,
+// and a managedFields entry of the manager "intruder" owning a mirror
+// field, beside the controller's own.
+func forged(m *PodToIp, edit func(*PodToIp)) *PodToIp {
+	m = m.DeepCopy()
+	edit(m)
+	m.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: fieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}},"f:podName":{}}`)}},
+		{Manager: "intruder", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:podIPs":{},"f:podUID":{}}`)}},
+	}
+	return m
+}
+
+// TestTrailNeverRepeatsForgedState checks that what someone else wrote into
+// a mirror never reaches the trail as a hold: reverting an edit of a live
+// pod's mirror logs "reverted" with the pod's own hold and who edited it,
+// not a "changed" line with the forged addresses as previous; removing an
+// edited mirror logs "reverted" with no hold, not a release naming the
+// forged pod UID. An edit of users' metadata alone is not an edit of the
+// mirror.
+func TestTrailNeverRepeatsForgedState(t *testing.T) {
+	f := newFixture(t)
+	pod := testPod()
+	_ = f.pods.Add(pod)
+	f.cached(forged(desiredFor(pod), func(m *PodToIp) {
+		m.PodUID = "forged-uid"
+		m.PodIPs, m.PodAddress, m.PodIPv4, m.PodIPv6 = []string{"192.0.2.66"}, "192.0.2.66", "192.0.2.66", ""
+	}), "m-1", "7")
+	f.sync("web")
+	f.expectActions("update ns/web")
+	lines := f.trail()
+	if len(lines) != 1 || lines[0]["event"] != trail.Reverted || lines[0]["editedBy"] != "intruder" ||
+		lines[0]["podUID"] != "uid-1" || fmt.Sprint(lines[0]["podIPs"]) != "[10.244.0.5 fd00::5]" {
+		t.Fatalf("trail = %v, want one reverted line by intruder with the pod's own hold", lines)
+	}
+	for _, l := range lines {
+		if s := fmt.Sprint(l); strings.Contains(s, "192.0.2.66") || strings.Contains(s, "forged-uid") {
+			t.Errorf("trail line %v repeats the forged state", l)
+		}
+	}
+	if ev := <-f.recorder.Events; !strings.Contains(ev, reasonEditReverted) || !strings.Contains(ev, "intruder") {
+		t.Errorf("event %q, want %s naming intruder", ev, reasonEditReverted)
+	}
+
+	// The pod gone, an edited mirror is removed without a release.
+	g := newFixture(t)
+	g.cached(forged(desiredFor(pod), func(m *PodToIp) { m.PodUID = "forged-uid" }), "m-1", "7")
+	g.sync("web")
+	g.expectActions("delete ns/web")
+	lines = g.trail()
+	if len(lines) != 1 || lines[0]["event"] != trail.Reverted || lines[0]["podUID"] != "" || fmt.Sprint(lines[0]["podIPs"]) != "[]" {
+		t.Errorf("trail = %v, want one reverted line with no hold", lines)
+	}
+
+	// An annotation by kubectl is users' metadata: the mirror is the
+	// controller's, and its release is history.
+	h := newFixture(t)
+	annotated := desiredFor(pod)
+	annotated.Annotations = map[string]string{"note": "x"}
+	annotated.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl-annotate", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:note":{}}}}`)}}}
+	h.cached(annotated, "m-1", "7")
+	h.sync("web")
+	h.expectActions("delete ns/web")
+	if lines := h.trail(); len(lines) != 1 || lines[0]["event"] != trail.Released || lines[0]["podUID"] != "uid-1" {
+		t.Errorf("trail = %v, want the release of uid-1", lines)
+	}
+}

@@ -22,6 +22,10 @@ func slimmed(m *PodToIp) *PodToIp {
 		GenerateName: m.GenerateName, DeletionTimestamp: m.DeletionTimestamp, Labels: m.Labels,
 		Annotations: m.Annotations, Finalizers: m.Finalizers, OwnerReferences: m.OwnerReferences,
 	}
+	// Of managedFields, the cache keeps who else edited the mirror.
+	if by := editorsOf(m.ManagedFields); by != "" {
+		out.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: by}}
+	}
 	return out
 }
 
@@ -32,6 +36,8 @@ func slimmed(m *PodToIp) *PodToIp {
 func FuzzCacheDecoderMatchesStandard(f *testing.F) {
 	for _, s := range []string{
 		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web","namespace":"ns","uid":"0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11","resourceVersion":"7","creationTimestamp":"2024-05-01T10:00:00Z","labels":{"app.kubernetes.io/managed-by":"podtoip-controller"},"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"web","uid":"uid-1","controller":true}],"managedFields":[{"manager":"podtoip-controller","operation":"Update","apiVersion":"example.com/v1","time":"2024-05-01T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:podAddress":{}}}]},"podName":"web","podUID":"uid-1","podAddress":"10.244.0.5","podIPs":["10.244.0.5","fd00::5"],"podIPv4":"10.244.0.5","podIPv6":"fd00::5","nodeName":"node-1","hostNetwork":false,"conflict":true,"conflictsWith":["Pod ns/b"]}`,
+		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"w","managedFields":[{"manager":"podtoip-controller","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{"f:podAddress":{}}},{"manager":"kubectl-edit","operation":"Update","time":"2024-05-01T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{}},"f:podIPs":{}}},{"manager":"kubectl-annotate","fieldsV1":{"f:metadata":{}}}]},"podName":"w"}`,
+		`{"apiVersion":"example.com/v1","kind":"PodToIpList","metadata":{"resourceVersion":"9"},"items":[{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"a","managedFields":[{"manager":"x","fieldsV1":{"f:nodeName":{}}}]},"podName":"a"}]}`,
 		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"w","annotations":{"a\u003cb":"\u00e9\n"},"finalizers":["x"],"deletionTimestamp":"2024-05-01T10:00:30Z","generateName":"g-"},"podName":"w"}`,
 		`{"apiVersion":"example.com/v1","kind":"PodToIpList","metadata":{"resourceVersion":"9","continue":"c"},"items":[{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"a"},"podName":"a"}]}`,
 		`{"type":"ADDED","object":{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"w"},"podName":"w"}}`,

@@ -29,6 +29,12 @@ var (
 			"A restarted controller counts the conflicts it finds still present again.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	editsRevertedTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "podtoip", Subsystem: "controller", Name: "edits_reverted_total",
+		Help: "Mirrors that another field manager had changed and the controller rewrote from their pod. " +
+			"With the admission policy (artifacts/policy.yaml) installed, only an identity it exempts can make such an edit.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerOnce sync.Once
 )
 
@@ -36,7 +42,7 @@ var (
 // controller's caches when scraped, so they can never drift from them.
 func registerMetrics(c *Controller) {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncsTotal, writesTotal, conflictsDetectedTotal)
+		legacyregistry.MustRegister(syncsTotal, writesTotal, conflictsDetectedTotal, editsRevertedTotal)
 		legacyregistry.RawMustRegister(
 			metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Subsystem: "controller", Name: "mirrors",

@@ -115,7 +115,7 @@ func (c *Controller) converge(ctx context.Context, key cache.ObjectName, pod *po
 	case have == nil:
 		wrote, err = c.createMirror(ctx, key, want, observed)
 	case needsUpdate(have, want):
-		wrote, err = c.updateMirrorObject(ctx, key, have, applyDesired(have, want), observed)
+		wrote, err = c.updateMirrorObject(ctx, key, pod, have, applyDesired(have, want), observed)
 	default:
 		return nil
 	}
@@ -183,7 +183,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 	}
 }
 
-func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, obj *PodToIp, observed time.Time) (wrote bool, err error) {
+func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, pod *podInfo, have *mirrorInfo, obj *PodToIp, observed time.Time) (wrote bool, err error) {
 	err = c.tracker.Write(key, func() (tracker.Version, error) {
 		return versionOf(c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{}))
 	})
@@ -192,7 +192,10 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 	case err == nil:
 		writesTotal.WithLabelValues("update").Inc()
 		logger.V(4).Info("Updated PodToIp", "address", obj.PodAddress)
-		if !have.PodUID.Is(obj.PodUID) {
+		if by := have.editedBy(); by != "" {
+			c.reportReverted(ctx, pod, by)
+			trail.LogReverted(ctx, obj.trail(), by, observed)
+		} else if !have.PodUID.Is(obj.PodUID) {
 			// The mirror passed to a new pod under the same name (its
 			// deletion was never seen): for the trail, the old pod let go
 			// of its addresses and the new one took its own.
@@ -225,20 +228,43 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 		c.tracker.Deleted(key, have.version())
 		writesTotal.WithLabelValues("delete").Inc()
 		logger.V(4).Info("Deleted PodToIp")
-		trail.Log(ctx, trail.Released, have.trail(), nil, observed)
+		logReleased(ctx, have, observed)
 		return nil
 	case apierrors.IsNotFound(err):
 		// Someone else (the garbage collector, after a forced pod
 		// deletion) was faster; the pod let go of its addresses all the
 		// same, and no later reconcile will see the mirror to say so.
 		logger.V(2).Info("PodToIp already gone; waiting for the cache", "err", err)
-		trail.Log(ctx, trail.Released, have.trail(), nil, observed)
+		logReleased(ctx, have, observed)
 		return nil
 	case apierrors.IsConflict(err):
 		logger.V(2).Info("PodToIp replaced; waiting for the cache", "err", err)
 		return nil
 	default:
 		return fmt.Errorf("deleting PodToIp %s: %w", key, err)
+	}
+}
+
+// logReleased writes the trail line of a removed mirror: released, from
+// what the controller wrote; or reverted with no hold when someone else had
+// changed what it says, which is then not history.
+func logReleased(ctx context.Context, have *mirrorInfo, observed time.Time) {
+	if by := have.editedBy(); by != "" {
+		trail.LogReverted(ctx, trail.Fields{}, by, observed)
+		return
+	}
+	trail.Log(ctx, trail.Released, have.trail(), nil, observed)
+}
+
+// reportReverted tells users that the controller undid someone else's
+// edit of a mirror: a log line, a Warning event on the pod, and a count.
+func (c *Controller) reportReverted(ctx context.Context, pod *podInfo, editedBy string) {
+	editsRevertedTotal.Inc()
+	klog.FromContext(ctx).Info("Reverted an edit of a PodToIp by another field manager; PodToIps are written only by this controller", "editedBy", editedBy)
+	if c.recorder != nil {
+		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonEditReverted,
+			"PodToIp %s/%s had been changed by %s; %s rewrote it from the pod. Only %s writes PodToIps: install its admission policy (artifacts/policy.yaml) to refuse such edits.",
+			pod.Namespace, pod.Name, editedBy, controllerName, controllerName)
 	}
 }
 

@@ -26,6 +26,7 @@ const (
 	rejectNamespaceTerminating = "namespace_terminating"
 	rejectQuota                = "quota"
 	rejectAdmissionWebhook     = "admission_webhook"
+	rejectAdmissionPolicy      = "admission_policy"
 	rejectOther                = "other"
 )
 
@@ -118,9 +119,16 @@ func rejectionOf(msg string) string {
 		return rejectQuota
 	case strings.Contains(msg, "admission webhook ") && strings.Contains(msg, "denied the request"):
 		return rejectAdmissionWebhook
+	case admissionPolicy.MatchString(msg):
+		return rejectAdmissionPolicy
 	}
 	return rejectOther
 }
+
+// admissionPolicy matches the message of a ValidatingAdmissionPolicy's
+// denial ("ValidatingAdmissionPolicy '<name>' with binding '<binding>'
+// denied request: …") and captures the policy's name.
+var admissionPolicy = regexp.MustCompile(`ValidatingAdmissionPolicy '([^']*)' with binding '[^']*' denied request`)
 
 // parsePath extracts the resource and the object's name (empty for the
 // collection) from an API path such as /api/v1/namespaces/ns/pods/name or

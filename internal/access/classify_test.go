@@ -120,7 +120,8 @@ func TestClassifyForbidden(t *testing.T) {
 		{"gatekeeper", webhookDenial("validation.gatekeeper.sh", "[no-ptp] PodToIps are not allowed in this namespace"), rejectAdmissionWebhook},
 		{"kyverno", webhookDenial("validate.kyverno.svc-fail", "\n\nresource PodToIp/ns1/p1 was blocked due to the following policies\n\nno-ptp:\n  check: 'validation error: not allowed'"), rejectAdmissionWebhook},
 		{"webhook quoting an authorizer message", webhookDenial("w.example.com", `User "bob" cannot create resource "podtoips" in API group "example.com" in the namespace "ns1"`), rejectAdmissionWebhook},
-		{"admission policy", apierrors.NewForbidden(podtoipsGR, "p1", errors.New("ValidatingAdmissionPolicy 'deny' with binding 'deny' denied request: no")), rejectOther},
+		{"admission policy", apierrors.NewForbidden(podtoipsGR, "p1", errors.New("ValidatingAdmissionPolicy 'deny' with binding 'deny' denied request: no")), rejectAdmissionPolicy},
+		{"webhook quoting a policy", webhookDenial("w.example.com", "ValidatingAdmissionPolicy 'x' denied"), rejectAdmissionWebhook},
 	} {
 		for _, proto := range []bool{false, true} {
 			body, _ := encodeStatus(t, tc.err, proto)

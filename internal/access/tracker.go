@@ -89,7 +89,7 @@ type Tracker struct {
 var apiRejectionsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 	Namespace: "podtoip", Subsystem: "controller", Name: "api_rejections_total",
 	Help: "Calls the API server refused with 403 for a reason other than permissions, by reason " +
-		"(namespace_terminating, quota, admission_webhook, other), verb and resource. They do not make the controller unready.",
+		"(namespace_terminating, quota, admission_webhook, admission_policy, other), verb and resource. They do not make the controller unready.",
 	StabilityLevel: metrics.ALPHA,
 }, []string{"reason", "verb", "resource"})
 
@@ -260,6 +260,9 @@ func (a *Tracker) rejection(reason, verb, resource, msg string) {
 		a.logger.Error(nil, "A ResourceQuota refuses "+a.crd.Kind+" writes; pods in its namespace are not mirrored until it allows them (this is not a permissions problem; further ones are counted in podtoip_controller_api_rejections_total)", kv...)
 	case rejectAdmissionWebhook:
 		a.logger.Error(nil, "An admission webhook refuses the controller's writes; pods it covers are not mirrored until its policy allows them (this is not a permissions problem; further ones are counted in podtoip_controller_api_rejections_total)", kv...)
+	case rejectAdmissionPolicy:
+		policy := admissionPolicy.FindStringSubmatch(msg)[1]
+		a.logger.Error(nil, "The ValidatingAdmissionPolicy "+policy+" refuses the controller's writes: if it is the controller's own (artifacts/policy.yaml), it admits only the ServiceAccount it names, and this process runs as another identity; run it as that ServiceAccount (README, \"Running it outside the cluster\"), or change the policy's matchCondition to this identity. Pods it covers are not mirrored meanwhile (further refusals are counted in podtoip_controller_api_rejections_total)", append(kv, "policy", policy)...)
 	default:
 		a.logger.Error(nil, "The API server refuses a call for a reason other than permissions; the affected pods are not mirrored (further ones are counted in podtoip_controller_api_rejections_total)", kv...)
 	}

@@ -104,11 +104,13 @@ func TestAccessTrackerRejections(t *testing.T) {
 	const create = "/apis/example.com/v1/namespaces/ns1/podtoips"
 	terminatingBefore, quotaBefore := count(rejectNamespaceTerminating, "create", testCRD.Resource), count(rejectQuota, "create", testCRD.Resource)
 	webhookBefore := count(rejectAdmissionWebhook, "update", testCRD.Resource)
+	policyBefore := count(rejectAdmissionPolicy, "update", testCRD.Resource)
 
 	for range 3 {
 		call("POST", create, namespaceTerminating("ns1"), false)
 		call("POST", create, apierrors.NewForbidden(podtoipsGR, "p1", errors.New("exceeded quota: q, requested: count/podtoips.example.com=1, used: count/podtoips.example.com=0, limited: count/podtoips.example.com=0")), false)
 		call("PUT", create+"/p1", webhookDenial("validation.gatekeeper.sh", "no"), false)
+		call("PUT", create+"/p1", apierrors.NewForbidden(podtoipsGR, "p1", errors.New("ValidatingAdmissionPolicy 'podtoip-controller' with binding 'podtoip-controller' denied request: only podtoip-controller creates PodToIps")), false)
 	}
 	if err := a.Check(); err != nil {
 		t.Errorf("Check() after rejections that are not about permissions = %v, want nil", err)
@@ -122,8 +124,12 @@ func TestAccessTrackerRejections(t *testing.T) {
 	if d := count(rejectAdmissionWebhook, "update", testCRD.Resource) - webhookBefore; d != 3 {
 		t.Errorf("admission_webhook rejections counted %v, want 3", d)
 	}
+	if d := count(rejectAdmissionPolicy, "update", testCRD.Resource) - policyBefore; d != 3 {
+		t.Errorf("admission_policy rejections counted %v, want 3", d)
+	}
 	out := logs()
-	for _, want := range []string{`reason="namespace terminating" call="create podtoips"`, `reason="quota" call="create podtoips"`, `reason="admission webhook" call="update podtoips"`} {
+	for _, want := range []string{`reason="namespace terminating" call="create podtoips"`, `reason="quota" call="create podtoips"`, `reason="admission webhook" call="update podtoips"`,
+		`The ValidatingAdmissionPolicy podtoip-controller refuses the controller's writes`} {
 		if n := strings.Count(out, want); n != 1 {
 			t.Errorf("%d log lines with %s, want 1:\n%s", n, want, out)
 		}

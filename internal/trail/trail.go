@@ -9,7 +9,7 @@
 // change them only together with that document:
 //
 //	msg            "PodToIp trail"
-//	event          assigned | changed | released
+//	event          assigned | changed | released | reverted
 //	pod            the pod's namespace and name (from the reconcile's logger)
 //	podUID         the pod incarnation
 //	node           spec.nodeName
@@ -19,6 +19,8 @@
 //	podIPv6        the IPv6 address, "" if none
 //	hostNetwork    the addresses are the node's, shared
 //	previousPodIPs (changed only) the addresses before the change
+//	editedBy       (reverted only) the other field managers whose edit of
+//	               the mirror was undone
 //	observed       when the controller read the state it acted on: RFC 3339
 //	               in UTC with nine fractional digits, so that comparing two
 //	               as strings (as jq does) compares them as times
@@ -51,6 +53,12 @@ const (
 	// Released: the mirror was removed; the pod no longer holds the
 	// addresses.
 	Released = "released"
+	// Reverted: someone else (editedBy) had changed what the mirror says,
+	// and the controller rewrote it from the pod: the line states the hold
+	// the pod has now (none when the mirror was removed). What the edited
+	// mirror said is not a hold and is never logged; the mirror's previous
+	// addresses or holder, not being the controller's, are not known.
+	Reverted = "reverted"
 )
 
 // Fields is what a trail line says about a mirror.
@@ -87,6 +95,21 @@ func Log(ctx context.Context, event string, m Fields, previous []string, observe
 	}
 	kv = append(kv, "observed", observed.UTC().Format(TimeFormat))
 	klog.FromContext(ctx).Info(Message, kv...)
+}
+
+// LogReverted writes the line of a mirror that editedBy had changed and
+// the controller rewrote (now: the pod's hold) or removed (now: empty).
+func LogReverted(ctx context.Context, now Fields, editedBy string, observed time.Time) {
+	klog.FromContext(ctx).Info(Message,
+		"event", Reverted,
+		"podUID", string(now.PodUID),
+		"node", now.NodeName,
+		"podIPs", nonNil(now.PodIPs),
+		"podIPv4", now.PodIPv4,
+		"podIPv6", now.PodIPv6,
+		"hostNetwork", now.HostNetwork,
+		"editedBy", editedBy,
+		"observed", observed.UTC().Format(TimeFormat))
 }
 
 // nonNil makes an empty list log as [], like every other list, not null.
