@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -64,6 +65,9 @@ type options struct {
 	burst          int
 	startupTimeout time.Duration
 	metricsAddr    string
+	metricsSecure  bool
+	tlsCertFile    string
+	tlsKeyFile     string
 	probeAddr      string
 	profilingAddr  string
 	// compression is whether to ask for gzip-compressed responses.
@@ -80,7 +84,10 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.qps, "kube-api-qps", 1000, "Client-side limit on requests per second to the API server; -1 disables client-side limiting. The server's API Priority and Fairness still applies.")
 	fs.IntVar(&o.burst, "kube-api-burst", 2000, "Client-side burst of requests to the API server above --kube-api-qps.")
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", 2*time.Minute, "How long to keep retrying at startup while the API server is unreachable, the PodToIp CRD is missing or permissions are lacking, before exiting with an error.")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address to serve Prometheus metrics on at /metrics; 0 disables.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address to serve Prometheus metrics on at /metrics; 0 disables.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to callers the API server authenticates (TokenReview) and authorizes to get /metrics (SubjectAccessReview; the ClusterRole "+metricsReaderRole+" grants it). false: plain HTTP to anyone, for a controller run on a workstation.")
+	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "PEM certificate the metrics endpoint serves, reloaded when it changes; unset: a self-signed one made at start.")
+	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address to serve /healthz (liveness) and /readyz (readiness) on; 0 disables.")
 	fs.StringVar(&o.profilingAddr, "profiling-bind-address", "0", "Address to serve Go runtime profiles on at /debug/pprof/ (CPU, heap, goroutines); 0 (the default) disables. Use a loopback address: profiles show cached pod names and addresses.")
 	fs.BoolVar(&o.compression, "api-compression", false, "Ask the API server to gzip large responses (the initial lists and the watch streams). Off by default: on a cluster's network, compressing and decompressing costs the API server and the controller more CPU than the bytes saved (the watch of PodToIps alone carries one event per write); turn it on for a slow link to a remote API server. A kubeconfig with disable-compression: true keeps it off.")
@@ -161,7 +168,7 @@ func run(ctx context.Context, o options) error {
 	}
 	klog.FromContext(ctx).Info("Starting", "version", buildVersion(), "server", c.config.Host, "config", c.config.Source,
 		"namespace", namespaceForLog(o.namespace), "workers", o.workers, "leaderElect", o.leader.Enabled)
-	p, err := startServing(ctx, o, c.tracker)
+	p, err := startServing(ctx, o, c)
 	if err != nil {
 		return err
 	}
@@ -223,25 +230,50 @@ type probes struct {
 // startServing serves metrics, probes and profiles from the start: a
 // process waiting for the API server, the CRD or its permissions is alive,
 // not ready, and its /readyz says why.
-func startServing(ctx context.Context, o options, tracker *access.Tracker) (*probes, error) {
-	p := &probes{health: &serving.Health{Access: tracker.Check}}
+func startServing(ctx context.Context, o options, c *clients) (*probes, error) {
+	p := &probes{health: &serving.Health{Access: c.tracker.Check}}
 	if o.leader.Enabled {
 		p.adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 		p.health.Election, p.health.Leading = p.adaptor, p.leading.Load
 	}
+	metrics, metricsTLS, err := metricsEndpoint(ctx, o, c)
+	if err != nil {
+		return nil, err
+	}
 	for _, l := range []struct {
 		what, flag, addr string
 		handler          http.Handler
+		tls              *tls.Config
 	}{
-		{"metrics", "--metrics-bind-address", o.metricsAddr, serving.MetricsHandler()},
-		{"health probes", "--health-probe-bind-address", o.probeAddr, p.health.Handler()},
-		{"profiles", "--profiling-bind-address", o.profilingAddr, serving.ProfilingHandler()},
+		{"metrics", "--metrics-bind-address", o.metricsAddr, metrics, metricsTLS},
+		{"health probes", "--health-probe-bind-address", o.probeAddr, p.health.Handler(), nil},
+		{"profiles", "--profiling-bind-address", o.profilingAddr, serving.ProfilingHandler(), nil},
 	} {
-		if err := serving.Serve(ctx, l.what, l.flag, l.addr, l.handler); err != nil {
+		if err := serving.Serve(ctx, l.what, l.flag, l.addr, l.handler, l.tls); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// metricsReaderRole is the shipped ClusterRole that may get /metrics.
+const metricsReaderRole = "podtoip-controller-metrics-reader"
+
+// metricsEndpoint returns the metrics handler and its TLS configuration:
+// behind the API server's authentication and authorization over HTTPS,
+// unless --metrics-secure=false.
+func metricsEndpoint(ctx context.Context, o options, c *clients) (http.Handler, *tls.Config, error) {
+	h := serving.MetricsHandler()
+	if !o.metricsSecure || o.metricsAddr == "0" || o.metricsAddr == "" {
+		return h, nil, nil
+	}
+	secure := serving.Secure{CertFile: o.tlsCertFile, KeyFile: o.tlsKeyFile, Kube: c.kube}
+	cfg, err := secure.TLSConfig(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	guarded, err := secure.Handler(h, metricsReaderRole)
+	return guarded, cfg, err
 }
 
 // runController builds the informers and the controller, warms the caches

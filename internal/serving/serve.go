@@ -2,6 +2,7 @@ package serving
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,9 +14,10 @@ import (
 )
 
 // Serve listens on addr ("0" or "" disables) and serves handler until ctx
-// ends. It returns once listening, so a taken port is reported at startup;
-// what names the listener in logs and flagName the flag that sets addr.
-func Serve(ctx context.Context, what, flagName, addr string, handler http.Handler) error {
+// ends, over HTTPS with tlsConfig, else plain HTTP. It returns once
+// listening, so a taken port is reported at startup; what names the
+// listener in logs and flagName the flag that sets addr.
+func Serve(ctx context.Context, what, flagName, addr string, handler http.Handler, tlsConfig *tls.Config) error {
 	if addr == "0" || addr == "" {
 		return nil
 	}
@@ -23,8 +25,12 @@ func Serve(ctx context.Context, what, flagName, addr string, handler http.Handle
 	if err != nil {
 		return fmt.Errorf("serving %s on %s: %w; choose another address with %s, or 0 to disable", what, addr, err, flagName)
 	}
+	scheme := "http"
+	if tlsConfig != nil {
+		l, scheme = tls.NewListener(l, tlsConfig), "https"
+	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
-	klog.FromContext(ctx).Info("Serving "+what, "address", l.Addr().String())
+	klog.FromContext(ctx).Info("Serving "+what, "address", l.Addr().String(), "scheme", scheme)
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.FromContext(ctx).Error(err, "Serving "+what+" failed")

@@ -19,7 +19,7 @@ import (
 // closed when its context ends.
 func TestServe(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	if err := Serve(ctx, "probes", "--probe-flag", "0", http.NotFoundHandler()); err != nil {
+	if err := Serve(ctx, "probes", "--probe-flag", "0", http.NotFoundHandler(), nil); err != nil {
 		t.Fatalf("Serve on 0 = %v, want disabled", err)
 	}
 
@@ -28,7 +28,7 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := taken.Addr().String()
-	if err := Serve(ctx, "probes", "--probe-flag", addr, http.NotFoundHandler()); err == nil || !strings.Contains(err.Error(), "--probe-flag") {
+	if err := Serve(ctx, "probes", "--probe-flag", addr, http.NotFoundHandler(), nil); err == nil || !strings.Contains(err.Error(), "--probe-flag") {
 		t.Errorf("Serve on a taken port = %v, want an error naming --probe-flag", err)
 	}
 	taken.Close()
@@ -36,7 +36,7 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello") })
-	if err := Serve(ctx, "probes", "--probe-flag", addr, hello); err != nil {
+	if err := Serve(ctx, "probes", "--probe-flag", addr, hello, nil); err != nil {
 		t.Fatal(err)
 	}
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
