@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -20,9 +17,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"example.com/podtoip-controller/e2e/controlplane"
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 // The README promises exit codes 0 (graceful stop), 1 (startup checks
@@ -31,15 +28,6 @@ import (
 // messages; the tests here cover the rest of the list of bad inputs and,
 // for every one of them, that the process ends with a message and the
 // documented code rather than a crash.
-
-// noStackTrace fails the test if the controller's output shows a panic or
-// a goroutine dump: a bad input must be reported, never crash the process.
-func noStackTrace(t *testing.T, out string) {
-	t.Helper()
-	if strings.Contains(out, "panic") || strings.Contains(out, "goroutine ") {
-		t.Errorf("output contains a panic or a goroutine dump:\n%s", tail(out, 60))
-	}
-}
 
 // TestFaultBadInput runs the binary with each kind of bad configuration
 // and checks its exit code, its message and that it does not crash.
@@ -64,8 +52,8 @@ func TestFaultBadInput(t *testing.T) {
 	}
 	deadAddr := l.Addr().String()
 	l.Close() // nothing listens there any more: connections are refused
-	unreachable := kubeconfigWith(t, func(server *string, _ *[]byte) { *server = "https://" + deadAddr })
-	wrongCA := kubeconfigWith(t, func(_ *string, ca *[]byte) { *ca = newCAPEM(t) })
+	unreachable := suite.KubeconfigWith(t, func(server *string, _ *[]byte) { *server = "https://" + deadAddr })
+	wrongCA := suite.KubeconfigWith(t, func(_ *string, ca *[]byte) { *ca = framework.NewCAPEM(t) })
 	admin := []string{"--kubeconfig", cp.Kubeconfig}
 	taken, err := net.Listen("tcp", "127.0.0.1:0") // held for the whole test
 	if err != nil {
@@ -120,16 +108,16 @@ func TestFaultBadInput(t *testing.T) {
 		{"stray positional argument", slices.Concat(admin, []string{"stray"}), 2, []string{`unexpected arguments ["stray"]`, "all settings are flags"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out, took := runToExit(t, 30*time.Second, tc.args...)
+			code, out, took := suite.RunToExit(t, 30*time.Second, tc.args...)
 			if code != tc.code {
-				t.Errorf("exit code %d, want %d; output:\n%s", code, tc.code, tail(out, 30))
+				t.Errorf("exit code %d, want %d; output:\n%s", code, tc.code, framework.Tail(out, 30))
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q:\n%s", w, tail(out, 30))
+					t.Errorf("output lacks %q:\n%s", w, framework.Tail(out, 30))
 				}
 			}
-			noStackTrace(t, out)
+			framework.NoStackTrace(t, out)
 			t.Logf("exit %d after %v", code, took.Round(time.Millisecond))
 		})
 	}
@@ -140,7 +128,7 @@ func TestFaultBadInput(t *testing.T) {
 // It must say at once what is missing, keep waiting (not exit), and once
 // the CRD is installed start and converge, without a crash on the way.
 func TestBadInputCRDInstalledWhileWaiting(t *testing.T) {
-	bare := startBareControlPlane(t, "controlplane-badinput-nocrd.log")
+	bare := suite.StartBareControlPlane(t, "controlplane-badinput-nocrd.log")
 
 	ns := "crd-later"
 	if _, err := bare.Kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -169,14 +157,14 @@ func TestBadInputCRDInstalledWhileWaiting(t *testing.T) {
 	podOn("early-1", "10.244.60.2", "fd00::60:2")
 
 	start := time.Now()
-	p, err := controlplane.StartProcess(controllerBin, nil, filepath.Join(artifacts, "TestBadInputCRDInstalledWhileWaiting.log"),
+	p, err := controlplane.StartProcess(suite.ControllerBin, nil, filepath.Join(suite.Artifacts, "TestBadInputCRDInstalledWhileWaiting.log"),
 		"--kubeconfig", bare.Kubeconfig, "-v=2", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--startup-timeout=2m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Stop(30 * time.Second)
 	const missing = "CustomResourceDefinition podtoips.example.com is not installed; install it with 'kubectl apply -f artifacts/crd.yaml'"
-	if err := p.WaitForOutput(ctxFor(t, 10*time.Second), missing); err != nil {
+	if err := p.WaitForOutput(framework.CtxFor(t, 10*time.Second), missing); err != nil {
 		t.Fatalf("%v\n%s", err, p.Output())
 	}
 	reported := time.Since(start)
@@ -185,11 +173,11 @@ func TestBadInputCRDInstalledWhileWaiting(t *testing.T) {
 	}
 	// While it waits, the process is alive (a liveness probe must not
 	// restart it) and its readiness says what is missing.
-	probes := endpoint(t, p, "health probes")
-	if code, body := httpGet(t, probes+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, missing) {
+	probes := framework.Endpoint(t, p, "health probes")
+	if code, body := framework.HTTPGet(t, probes+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, missing) {
 		t.Errorf("/readyz while the CRD is missing = %d %q, want 503 naming the CRD", code, body)
 	}
-	if code, body := httpGet(t, probes+"/healthz"); code != http.StatusOK {
+	if code, body := framework.HTTPGet(t, probes+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz while the CRD is missing = %d %q, want 200", code, body)
 	}
 
@@ -197,12 +185,12 @@ func TestBadInputCRDInstalledWhileWaiting(t *testing.T) {
 	if err := bare.InstallCRD(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.WaitForOutput(ctxFor(t, time.Minute), "Starting workers"); err != nil {
+	if err := p.WaitForOutput(framework.CtxFor(t, time.Minute), "Starting workers"); err != nil {
 		t.Fatalf("%v\n%s", err, p.Output())
 	}
 	started := time.Since(installed)
 	if !strings.Contains(p.Output(), "Startup checks passed") {
-		t.Errorf("the controller did not say the checks passed after reporting the missing CRD:\n%s", tail(p.Output(), 20))
+		t.Errorf("the controller did not say the checks passed after reporting the missing CRD:\n%s", framework.Tail(p.Output(), 20))
 	}
 	select {
 	case <-p.Done():
@@ -212,70 +200,30 @@ func TestBadInputCRDInstalledWhileWaiting(t *testing.T) {
 	podOn("late-0", "10.244.60.3")
 
 	// Convergence on this control plane: every pod has its exact mirror.
-	waitConvergedOn(t, bare, 30*time.Second, nil, ns)
+	suite.On(bare).WaitConverged(t, 30*time.Second, nil, ns)
 	converged := time.Since(installed)
-	waitProbe(t, p, "/readyz", http.StatusOK, "ok")
+	framework.WaitProbe(t, p, "/readyz", http.StatusOK, "ok")
 	code, err := p.Stop(30 * time.Second)
 	if err != nil || code != 0 {
 		t.Errorf("graceful stop: exit %d, %v", code, err)
 	}
-	noStackTrace(t, p.Output())
+	framework.NoStackTrace(t, p.Output())
 	t.Logf("missing CRD reported after %v; after installing it, workers started in %v and 3 pods converged in %v",
 		reported.Round(time.Millisecond), started.Round(time.Millisecond), converged.Round(time.Millisecond))
-}
-
-// shippedClusterRole reads the ClusterRole from artifacts/rbac.yaml.
-func shippedClusterRole(t *testing.T) *rbacv1.ClusterRole {
-	t.Helper()
-	f, err := os.Open(filepath.Join(cp.Root, "artifacts", "rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		var role rbacv1.ClusterRole
-		if err := dec.Decode(&role); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			t.Fatal(err)
-		}
-		if role.Kind == "ClusterRole" {
-			return &role
-		}
-	}
-	t.Fatal("artifacts/rbac.yaml has no ClusterRole")
-	return nil
 }
 
 // refusedWrites returns, by HTTP method, how many of the controller's
 // requests were answered 403 since the scrape before.
 func refusedWrites(t *testing.T, p *controlplane.Process, before map[string]float64) map[string]float64 {
 	t.Helper()
-	now := scrape(t, p)
+	now := framework.Scrape(t, p)
 	out := map[string]float64{}
 	for _, method := range []string{"POST", "PUT", "DELETE"} {
-		n, _ := sumSeries(now, "rest_client_requests_total", `code="403"`, `method="`+method+`"`)
-		b, _ := sumSeries(before, "rest_client_requests_total", `code="403"`, `method="`+method+`"`)
+		n, _ := framework.SumSeries(now, "rest_client_requests_total", `code="403"`, `method="`+method+`"`)
+		b, _ := framework.SumSeries(before, "rest_client_requests_total", `code="403"`, `method="`+method+`"`)
 		out[method] = n - b
 	}
 	return out
-}
-
-// probe returns the status code and body of a probe endpoint.
-func probe(ctx context.Context, url string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(bytes.TrimSpace(b)), err
 }
 
 // canCreateMirrors asks the API server's authorizer whether user may create
@@ -302,13 +250,13 @@ func canCreateMirrors(ctx context.Context, user, ns string) (bool, error) {
 // with the refused calls in the body. Once the binding is back, readiness
 // returns on its own and every pod converges.
 func TestFaultRBACRemovedAtRuntime(t *testing.T) {
-	ns := newNamespace(t)
+	ns := suite.NewNamespace(t)
 	user := "badinput-rbac-" + ns
 	kc, _, err := cp.AddUser(user)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shipped := shippedClusterRole(t)
+	shipped := suite.ShippedClusterRole(t)
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "podtoip-controller-" + ns}, Rules: shipped.Rules}
 	if _, err := cp.Kube.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -331,20 +279,20 @@ func TestFaultRBACRemovedAtRuntime(t *testing.T) {
 		_ = cp.Kube.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
 	})
 
-	p := startControllerAs(t, kc, "--namespace", ns, "--startup-timeout=30s")
-	waitReady(t, p)
-	probes := endpoint(t, p, "health probes")
+	p := suite.StartControllerAs(t, kc, "--namespace", ns, "--startup-timeout=30s")
+	framework.WaitReady(t, p)
+	probes := framework.Endpoint(t, p, "health probes")
 	for i := range 4 {
-		runningPod(t, ns, fmt.Sprintf("p%d", i), []string{fmt.Sprintf("10.244.61.%d", i+1)}, onNode("node-1"))
+		suite.RunningPod(t, ns, fmt.Sprintf("p%d", i), []string{fmt.Sprintf("10.244.61.%d", i+1)}, framework.OnNode("node-1"))
 	}
-	waitConverged(t, 30*time.Second, nil, ns)
-	if code, body := httpGet(t, probes+"/readyz"); code != http.StatusOK || body != "ok\n" {
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
+	if code, body := framework.HTTPGet(t, probes+"/readyz"); code != http.StatusOK || body != "ok\n" {
 		t.Fatalf("/readyz before the removal = %d %q, want 200 ok", code, body)
 	}
 
 	// Take the permissions away and wait until the authorizer refuses.
-	before := podtoipRequests(t)
-	metricsBefore := scrape(t, p)
+	before := suite.PodToIpRequests(t)
+	metricsBefore := framework.Scrape(t, p)
 	removed := time.Now()
 	if err := cp.Kube.RbacV1().ClusterRoleBindings().Delete(t.Context(), binding.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -360,17 +308,17 @@ func TestFaultRBACRemovedAtRuntime(t *testing.T) {
 	// Changes that need every kind of write: two IP changes (update), two
 	// new pods (create) and a deleted pod (delete).
 	changed := time.Now()
-	setPodIPs(t, ns, "p0", corev1.PodRunning, "10.244.61.101")
-	setPodIPs(t, ns, "p1", corev1.PodRunning, "10.244.61.102")
-	runningPod(t, ns, "new-0", []string{"10.244.61.11"}, onNode("node-1"))
-	runningPod(t, ns, "new-1", []string{"10.244.61.12", "fd00::61:12"}, onNode("node-1"))
-	deletePod(t, ns, "p3", true)
+	suite.SetPodIPs(t, ns, "p0", corev1.PodRunning, "10.244.61.101")
+	suite.SetPodIPs(t, ns, "p1", corev1.PodRunning, "10.244.61.102")
+	suite.RunningPod(t, ns, "new-0", []string{"10.244.61.11"}, framework.OnNode("node-1"))
+	suite.RunningPod(t, ns, "new-1", []string{"10.244.61.12", "fd00::61:12"}, framework.OnNode("node-1"))
+	suite.DeletePod(t, ns, "p3", true)
 
 	var code int
 	var body string
 	var notReady time.Duration
 	err = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		c, b, err := probe(ctx, probes+"/readyz")
+		c, b, err := framework.Probe(ctx, probes+"/readyz")
 		if err != nil {
 			return false, err
 		}
@@ -384,24 +332,24 @@ func TestFaultRBACRemovedAtRuntime(t *testing.T) {
 			strings.Contains(b, "delete podtoips (403 Forbidden)"), nil
 	})
 	if err != nil {
-		t.Fatalf("/readyz = %d %q, want 503 naming the refused create, update and delete of podtoips\n%s", code, body, tail(p.Output(), 30))
+		t.Fatalf("/readyz = %d %q, want 503 naming the refused create, update and delete of podtoips\n%s", code, body, framework.Tail(p.Output(), 30))
 	}
 	allNamed := time.Since(removed)
 	if !strings.Contains(body, "artifacts/rbac.yaml") {
 		t.Errorf("/readyz body %q does not say where the needed permissions are", body)
 	}
-	if c, b := httpGet(t, probes+"/healthz"); c != http.StatusOK {
+	if c, b := framework.HTTPGet(t, probes+"/healthz"); c != http.StatusOK {
 		t.Errorf("/healthz while refused = %d %q, want 200: a restart does not restore permissions", c, b)
 	}
 	for _, call := range []string{"create podtoips", "update podtoips", "delete podtoips"} {
-		if err := p.WaitForOutput(ctxFor(t, 10*time.Second), `call="`+call+`"`); err != nil {
+		if err := p.WaitForOutput(framework.CtxFor(t, 10*time.Second), `call="`+call+`"`); err != nil {
 			t.Errorf("log does not name the refused call %q: %v", call, err)
 		}
 	}
 	if !strings.Contains(p.Output(), "The API server refuses a call the controller needs") {
-		t.Errorf("log does not say that the API server refuses a call:\n%s", tail(p.Output(), 30))
+		t.Errorf("log does not say that the API server refuses a call:\n%s", framework.Tail(p.Output(), 30))
 	}
-	c, err := measureConvergence(t.Context(), cp, nil, ns)
+	c, err := suite.MeasureConvergence(t.Context(), nil, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,19 +364,19 @@ func TestFaultRBACRemovedAtRuntime(t *testing.T) {
 	for time.Since(changed) < hold {
 		select {
 		case <-p.Done():
-			t.Fatalf("controller exited (code %d) when its permissions were removed:\n%s", p.ExitCode(), tail(p.Output(), 30))
+			t.Fatalf("controller exited (code %d) when its permissions were removed:\n%s", p.ExitCode(), framework.Tail(p.Output(), 30))
 		case <-tick.C:
 		}
-		if c, b, err := probe(t.Context(), probes+"/readyz"); err != nil || c != http.StatusServiceUnavailable {
+		if c, b, err := framework.Probe(t.Context(), probes+"/readyz"); err != nil || c != http.StatusServiceUnavailable {
 			t.Fatalf("/readyz = %d %q (%v) while still refused, want 503", c, b, err)
 		}
-		if c, b, err := probe(t.Context(), probes+"/healthz"); err != nil || c != http.StatusOK {
+		if c, b, err := framework.Probe(t.Context(), probes+"/healthz"); err != nil || c != http.StatusOK {
 			t.Fatalf("/healthz = %d %q (%v) while refused, want 200", c, b, err)
 		}
 	}
 	// The API server counts requests per resource only once they pass
 	// authorization, so the refusals are counted on the controller's side.
-	if applied := podtoipRequests(t).Sub(before); applied.Writes() != 0 {
+	if applied := suite.PodToIpRequests(t).Sub(before); applied.Writes() != 0 {
 		t.Errorf("API server applied podtoips writes %v while the controller had no permission", applied)
 	}
 	refused := refusedWrites(t, p, metricsBefore)
@@ -447,7 +395,7 @@ func TestFaultRBACRemovedAtRuntime(t *testing.T) {
 	bind()
 	var ready time.Duration
 	err = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		c, b, err := probe(ctx, probes+"/readyz")
+		c, b, err := framework.Probe(ctx, probes+"/readyz")
 		code, body = c, b
 		if err == nil && c == http.StatusOK {
 			ready = time.Since(restored)
@@ -461,15 +409,15 @@ func TestFaultRBACRemovedAtRuntime(t *testing.T) {
 	if body != "ok" {
 		t.Errorf("/readyz body after recovery = %q, want ok", body)
 	}
-	convergedIn := waitConverged(t, 60*time.Second, nil, ns)
+	convergedIn := suite.WaitConverged(t, 60*time.Second, nil, ns)
 	if !strings.Contains(p.Output(), "The API server allows the call again") {
-		t.Errorf("log does not say that access came back:\n%s", tail(p.Output(), 30))
+		t.Errorf("log does not say that access came back:\n%s", framework.Tail(p.Output(), 30))
 	}
 	all := refusedWrites(t, p, metricsBefore)
-	noStackTrace(t, p.Output())
+	framework.NoStackTrace(t, p.Output())
 	select {
 	case <-p.Done():
-		t.Fatalf("controller exited (code %d):\n%s", p.ExitCode(), tail(p.Output(), 30))
+		t.Fatalf("controller exited (code %d):\n%s", p.ExitCode(), framework.Tail(p.Output(), 30))
 	default:
 	}
 	t.Logf("authorizer refused %v after the binding was deleted; /readyz 503 after %v, naming create, update and delete after %v; "+

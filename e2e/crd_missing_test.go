@@ -1,43 +1,25 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"example.com/podtoip-controller/e2e/controlplane"
+	"example.com/podtoip-controller/e2e/framework"
 )
-
-// startBareControlPlane starts a control plane of the test's own, without
-// the CRD, logging to logName under the artifacts; it stops at the end of
-// the test.
-func startBareControlPlane(t *testing.T, logName string) *controlplane.ControlPlane {
-	t.Helper()
-	logf, err := os.Create(filepath.Join(artifacts, logName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logf.Close() })
-	bare, err := controlplane.Start(controlplane.Options{Output: logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bare.Stop() })
-	return bare
-}
 
 // TestFaultBadInputCRDMissing runs against its own control plane, where the
 // CRD is not installed: the controller says so at once (naming the CRD and
 // how to install it), gives up after --startup-timeout, and, when the CRD
 // appears while it waits, starts normally and converges.
 func TestFaultBadInputCRDMissing(t *testing.T) {
-	bare := startBareControlPlane(t, "controlplane-nocrd.log")
+	bare := suite.StartBareControlPlane(t, "controlplane-nocrd.log")
 
 	const want = "CustomResourceDefinition podtoips.example.com is not installed; install it with 'kubectl apply -f artifacts/crd.yaml'"
 	t.Run("gives up after the startup timeout", func(t *testing.T) {
-		code, out, _ := runToExit(t, 30*time.Second, "--kubeconfig", bare.Kubeconfig, "--startup-timeout=2s")
+		code, out, _ := suite.RunToExit(t, 30*time.Second, "--kubeconfig", bare.Kubeconfig, "--startup-timeout=2s")
 		if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "startup checks still failing after 2s") {
 			t.Errorf("exit %d, output:\n%s", code, out)
 		}
@@ -45,13 +27,13 @@ func TestFaultBadInputCRDMissing(t *testing.T) {
 
 	t.Run("starts once the CRD is installed", func(t *testing.T) {
 		start := time.Now()
-		p, err := controlplane.StartProcess(controllerBin, nil, filepath.Join(artifacts, "TestFaultBadInputCRDMissing.log"),
+		p, err := controlplane.StartProcess(suite.ControllerBin, nil, filepath.Join(suite.Artifacts, "TestFaultBadInputCRDMissing.log"),
 			"--kubeconfig", bare.Kubeconfig, "--startup-timeout=2m")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer p.Stop(30 * time.Second)
-		if err := p.WaitForOutput(ctxFor(t, 5*time.Second), want); err != nil {
+		if err := p.WaitForOutput(framework.CtxFor(t, 5*time.Second), want); err != nil {
 			t.Fatalf("%v\n%s", err, p.Output())
 		}
 		if took := time.Since(start); took > 2*time.Second {
@@ -60,7 +42,7 @@ func TestFaultBadInputCRDMissing(t *testing.T) {
 		if err := bare.InstallCRD(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.WaitForOutput(ctxFor(t, time.Minute), "Starting workers"); err != nil {
+		if err := p.WaitForOutput(framework.CtxFor(t, time.Minute), "Starting workers"); err != nil {
 			t.Fatalf("%v\n%s", err, p.Output())
 		}
 		out, err := bare.Kubectl(t.Context(), "run", "late", "--image=registry.k8s.io/pause:3.10", "-n", "default")
@@ -74,7 +56,7 @@ func TestFaultBadInputCRDMissing(t *testing.T) {
 		if out, err := bare.Kubectl(t.Context(), "wait", "--for=jsonpath={.podAddress}=10.244.13.1", "--timeout=30s", "ptp/late", "-n", "default"); err != nil {
 			t.Fatalf("mirror did not appear: %v %s\n%s", err, out, p.Output())
 		}
-		waitConvergedOn(t, bare, 30*time.Second, nil, "default")
+		suite.On(bare).WaitConverged(t, 30*time.Second, nil, "default")
 		if code, err := p.Stop(30 * time.Second); err != nil || code != 0 {
 			t.Errorf("graceful stop: exit %d, %v", code, err)
 		}

@@ -1,13 +1,6 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,30 +10,13 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"example.com/podtoip-controller/e2e/controlplane"
+	"example.com/podtoip-controller/e2e/framework"
 )
 
-// runToExit runs the controller with args and waits (bounded) for it to
-// exit, returning its exit code, output and how long it ran.
-func runToExit(t *testing.T, within time.Duration, args ...string) (int, string, time.Duration) {
-	t.Helper()
-	start := time.Now()
-	p, err := controlplane.StartProcess(controllerBin, nil, "", args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, err := p.Wait(ctxFor(t, within))
-	if err != nil {
-		p.Kill()
-		t.Fatalf("controller %v did not exit within %v: %v\n%s", args, within, err, p.Output())
-	}
-	return code, p.Output(), time.Since(start)
-}
-
 func TestVersion(t *testing.T) {
-	code, out, _ := runToExit(t, 5*time.Second, "--version")
+	code, out, _ := suite.RunToExit(t, 5*time.Second, "--version")
 	if code != 0 || !strings.HasPrefix(out, "podtoip-controller ") {
 		t.Errorf("--version: exit %d, output %q", code, out)
 	}
@@ -69,7 +45,7 @@ func TestInvalidFlags(t *testing.T) {
 		{[]string{"--logging-format=json", "--log_file=/tmp/podtoip.log"}, "--logging-format=json would ignore --log_file: of the klog flags, only -v applies"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			code, out, _ := runToExit(t, 5*time.Second, append([]string{"--kubeconfig", cp.Kubeconfig}, tc.args...)...)
+			code, out, _ := suite.RunToExit(t, 5*time.Second, append([]string{"--kubeconfig", cp.Kubeconfig}, tc.args...)...)
 			if code != 2 || !strings.Contains(out, tc.want) {
 				t.Errorf("exit %d (want 2), output:\n%s\nwant it to contain %q", code, out, tc.want)
 			}
@@ -80,7 +56,7 @@ func TestInvalidFlags(t *testing.T) {
 func TestKubeconfigErrors(t *testing.T) {
 	t.Run("missing file", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "no-such-kubeconfig")
-		code, out, took := runToExit(t, 10*time.Second, "--kubeconfig", path)
+		code, out, took := suite.RunToExit(t, 10*time.Second, "--kubeconfig", path)
 		if code != 1 || !strings.Contains(out, path) || !strings.Contains(out, "pass the path of an existing kubeconfig") {
 			t.Errorf("exit %d, output:\n%s", code, out)
 		}
@@ -93,7 +69,7 @@ func TestKubeconfigErrors(t *testing.T) {
 		if err := os.WriteFile(path, []byte("apiVersion: v1\nclusters: {this is: [not valid"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		code, out, _ := runToExit(t, 10*time.Second, "--kubeconfig", path)
+		code, out, _ := suite.RunToExit(t, 10*time.Second, "--kubeconfig", path)
 		if code != 1 || !strings.Contains(out, "loading --kubeconfig") || !strings.Contains(out, path) {
 			t.Errorf("exit %d, output:\n%s", code, out)
 		}
@@ -104,28 +80,11 @@ func TestKubeconfigErrors(t *testing.T) {
 		if err := os.Mkdir(path, 0o700); err != nil { // a directory is never a readable kubeconfig, even for root
 			t.Fatal(err)
 		}
-		code, out, _ := runToExit(t, 10*time.Second, "--kubeconfig", path)
+		code, out, _ := suite.RunToExit(t, 10*time.Second, "--kubeconfig", path)
 		if code != 1 || !strings.Contains(out, path) {
 			t.Errorf("exit %d, output:\n%s", code, out)
 		}
 	})
-}
-
-// kubeconfigWith writes a copy of the admin kubeconfig changed by edit.
-func kubeconfigWith(t *testing.T, edit func(server *string, caData *[]byte)) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(cp.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cfg.Clusters {
-		edit(&c.Server, &c.CertificateAuthorityData)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 func TestUnreachableServer(t *testing.T) {
@@ -135,21 +94,21 @@ func TestUnreachableServer(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	kc := kubeconfigWith(t, func(server *string, _ *[]byte) { *server = "https://" + addr })
+	kc := suite.KubeconfigWith(t, func(server *string, _ *[]byte) { *server = "https://" + addr })
 
 	start := time.Now()
-	p, err := controlplane.StartProcess(controllerBin, nil, "", "--kubeconfig", kc, "--startup-timeout=4s")
+	p, err := controlplane.StartProcess(suite.ControllerBin, nil, "", "--kubeconfig", kc, "--startup-timeout=4s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "cannot reach the API server at https://" + addr
-	if err := p.WaitForOutput(ctxFor(t, 3*time.Second), want); err != nil {
+	if err := p.WaitForOutput(framework.CtxFor(t, 3*time.Second), want); err != nil {
 		t.Fatalf("%v\n%s", err, p.Output())
 	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("first report after %v, want it at once", took)
 	}
-	code, err := p.Wait(ctxFor(t, 20*time.Second))
+	code, err := p.Wait(framework.CtxFor(t, 20*time.Second))
 	if err != nil || code != 1 {
 		t.Fatalf("exit %d, %v; want 1 after --startup-timeout", code, err)
 	}
@@ -159,44 +118,26 @@ func TestUnreachableServer(t *testing.T) {
 }
 
 func TestWrongCA(t *testing.T) {
-	otherCA := newCAPEM(t)
-	kc := kubeconfigWith(t, func(_ *string, ca *[]byte) { *ca = otherCA })
-	code, out, _ := runToExit(t, 20*time.Second, "--kubeconfig", kc, "--startup-timeout=2s")
+	otherCA := framework.NewCAPEM(t)
+	kc := suite.KubeconfigWith(t, func(_ *string, ca *[]byte) { *ca = otherCA })
+	code, out, _ := suite.RunToExit(t, 20*time.Second, "--kubeconfig", kc, "--startup-timeout=2s")
 	if code != 1 || !strings.Contains(out, "cannot verify the TLS certificate of the API server") {
 		t.Errorf("exit %d, output:\n%s", code, out)
 	}
-}
-
-func newCAPEM(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not-the-cluster-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 // TestRBAC: a user without permissions is told exactly what is missing and
 // the controller gives up after --startup-timeout; once the ClusterRole from
 // artifacts/rbac.yaml is bound, the same user converges pods.
 func TestRBAC(t *testing.T) {
-	ns := newNamespace(t)
+	ns := suite.NewNamespace(t)
 	user := "rbac-" + ns
 	kc, _, err := cp.AddUser(user)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	code, out, _ := runToExit(t, 30*time.Second, "--kubeconfig", kc, "--startup-timeout=2s")
+	code, out, _ := suite.RunToExit(t, 30*time.Second, "--kubeconfig", kc, "--startup-timeout=2s")
 	for _, want := range []string{
 		"forbidden: user", user, // klog quotes the user name inside the error
 		"cannot list pods in all namespaces",
@@ -227,10 +168,10 @@ func TestRBAC(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cp.Kube.RbacV1().ClusterRoleBindings().Delete(t.Context(), user, metav1.DeleteOptions{}) })
 
-	p := startControllerAs(t, kc, "--startup-timeout=30s")
-	waitReady(t, p)
-	runningPod(t, ns, "granted", []string{"10.244.12.1"})
-	waitMirrorIPs(t, ns, "granted", "10.244.12.1")
-	deletePod(t, ns, "granted", false)
-	waitNoMirror(t, ns, "granted")
+	p := suite.StartControllerAs(t, kc, "--startup-timeout=30s")
+	framework.WaitReady(t, p)
+	suite.RunningPod(t, ns, "granted", []string{"10.244.12.1"})
+	suite.WaitMirrorIPs(t, ns, "granted", "10.244.12.1")
+	suite.DeletePod(t, ns, "granted", false)
+	suite.WaitNoMirror(t, ns, "granted")
 }

@@ -80,8 +80,10 @@ func TestREADMEFaultTableMatchesTests(t *testing.T) {
 			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") && strings.Contains(fn.Name.Name, "TestFault") {
 				selected = append(selected, fn.Name.Name)
 				ast.Inspect(fn.Body, func(n ast.Node) bool {
+					// suite.WaitConverged(...), or on another control plane
+					// suite.On(bare).WaitConverged(...).
 					if call, ok := n.(*ast.CallExpr); ok {
-						if id, ok := call.Fun.(*ast.Ident); ok && (id.Name == "waitConverged" || id.Name == "waitConvergedOn") {
+						if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "WaitConverged" {
 							checked[fn.Name.Name] = true
 						}
 					}
@@ -126,7 +128,7 @@ func TestREADMEFaultTableMatchesTests(t *testing.T) {
 	// reads a pod.
 	for _, name := range selected {
 		if !checked[name] && name != "TestFaultBadInput" {
-			t.Errorf("%s never runs the checker (waitConverged)", name)
+			t.Errorf("%s never runs the checker (WaitConverged)", name)
 		}
 	}
 	if len(mapped) != len(slices.Compact(slices.Clone(mapped))) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"example.com/podtoip-controller/e2e/controlplane"
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 // How the process ends: the first signal stops taking work, a second one
@@ -22,24 +23,24 @@ import (
 // flight, not work through the backlog; the next start reconciles what is
 // left.
 func TestFaultFirstSignalStopsTakingWork(t *testing.T) {
-	ns := newNamespace(t)
+	ns := suite.NewNamespace(t)
 	const pods = 300
 	for i := range pods {
-		runningPod(t, ns, fmt.Sprintf("p%d", i), []string{fmt.Sprintf("10.244.%d.%d", 40+i/250, 1+i%250)})
+		suite.RunningPod(t, ns, fmt.Sprintf("p%d", i), []string{fmt.Sprintf("10.244.%d.%d", 40+i/250, 1+i%250)})
 	}
-	before := podtoipRequests(t)
+	before := suite.PodToIpRequests(t)
 	// -v=4 logs every write when it has been made, in order with the
 	// shutdown line: that, not a count sampled around the signal, tells
 	// which writes came after it.
-	p := startController(t, "--namespace", ns, "--workers=1", "--kube-api-qps=10", "--kube-api-burst=1", "-v=4")
-	waitWrites(t, p, 5)
+	p := suite.StartController(t, "--namespace", ns, "--workers=1", "--kube-api-qps=10", "--kube-api-burst=1", "-v=4")
+	framework.WaitWrites(t, p, 5)
 	p.ExpectExit(0)
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	code, err := p.Wait(ctxFor(t, 10*time.Second))
+	code, err := p.Wait(framework.CtxFor(t, 10*time.Second))
 	if err != nil {
-		t.Fatalf("%v; at 10 writes/s the backlog would take %v\n%s", err, time.Duration(pods/10)*time.Second, tail(p.Output(), 20))
+		t.Fatalf("%v; at 10 writes/s the backlog would take %v\n%s", err, time.Duration(pods/10)*time.Second, framework.Tail(p.Output(), 20))
 	}
 	if code != 0 {
 		t.Errorf("exit code %d, want 0", code)
@@ -47,11 +48,11 @@ func TestFaultFirstSignalStopsTakingWork(t *testing.T) {
 	out := p.Output()
 	stopped := strings.Index(out, "Shutting down: finishing in-flight work; queued pods are reconciled by the next start")
 	if stopped < 0 {
-		t.Fatalf("no shutdown line:\n%s", tail(out, 20))
+		t.Fatalf("no shutdown line:\n%s", framework.Tail(out, 20))
 	}
 	logged := len(writeLineRE.FindAllString(out, -1))
 	after := writeLineRE.FindAllString(out[stopped:], -1)
-	server := podtoipRequests(t).Sub(before).Writes()
+	server := suite.PodToIpRequests(t).Sub(before).Writes()
 	t.Logf("writes: %d logged before the controller stopped taking work, %d after; the API server applied %v (exit code %d)",
 		logged-len(after), len(after), server, code)
 	// The log accounts for every write, so counting its lines is counting
@@ -66,8 +67,8 @@ func TestFaultFirstSignalStopsTakingWork(t *testing.T) {
 	}
 
 	// The next start picks up the rest.
-	startController(t, "--namespace", ns)
-	waitConverged(t, time.Minute, nil, ns)
+	suite.StartController(t, "--namespace", ns)
+	suite.WaitConverged(t, time.Minute, nil, ns)
 }
 
 // writeLineRE matches the line the controller logs (at -v=4) for each write
@@ -80,21 +81,21 @@ var writeLineRE = regexp.MustCompile(`"(Created|Updated|Deleted) PodToIp"[^\n]*`
 // second SIGTERM must end it at once, with the documented exit code 1. A
 // stop cut short loses nothing: the next start converges.
 func TestFaultSecondSignalExitsAtOnce(t *testing.T) {
-	ns := newNamespace(t)
-	relay, kc := startRelay(t)
+	ns := suite.NewNamespace(t)
+	relay, kc := suite.StartRelay(t)
 	const lease, renew, retry = 15 * time.Second, 10 * time.Second, 2 * time.Second
-	p := startControllerAs(t, kc, leaderElectArgs(ns, lease, renew, retry)...)
-	leaderOf(t, []*controlplane.Process{p}, 30*time.Second)
-	runningPod(t, ns, "web", []string{"10.244.50.1"})
-	waitMirrorIPs(t, ns, "web", "10.244.50.1")
+	p := suite.StartControllerAs(t, kc, framework.LeaderElectArgs(ns, lease, renew, retry)...)
+	framework.LeaderOf(t, []*controlplane.Process{p}, 30*time.Second)
+	suite.RunningPod(t, ns, "web", []string{"10.244.50.1"})
+	suite.WaitMirrorIPs(t, ns, "web", "10.244.50.1")
 
 	relay.Blackhole()
 	t.Cleanup(relay.Restore)
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.WaitForOutput(ctxFor(t, 5*time.Second), "Shutting down: finishing in-flight work"); err != nil {
-		t.Fatalf("%v\n%s", err, tail(p.Output(), 20))
+	if err := p.WaitForOutput(framework.CtxFor(t, 5*time.Second), "Shutting down: finishing in-flight work"); err != nil {
+		t.Fatalf("%v\n%s", err, framework.Tail(p.Output(), 20))
 	}
 	select {
 	case <-p.Done():
@@ -112,9 +113,9 @@ func TestFaultSecondSignalExitsAtOnce(t *testing.T) {
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	code, err := p.Wait(ctxFor(t, 10*time.Second))
+	code, err := p.Wait(framework.CtxFor(t, 10*time.Second))
 	if err != nil {
-		t.Fatalf("still running 10 s after the second signal: %v\n%s", err, tail(p.Output(), 20))
+		t.Fatalf("still running 10 s after the second signal: %v\n%s", err, framework.Tail(p.Output(), 20))
 	}
 	took := time.Since(second)
 	t.Logf("exited %v after the second signal, code %d", took.Round(time.Millisecond), code)
@@ -124,14 +125,14 @@ func TestFaultSecondSignalExitsAtOnce(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit code %d after a second signal, want 1", code)
 	}
-	noStackTrace(t, p.Output())
+	framework.NoStackTrace(t, p.Output())
 
 	// What changed meanwhile is reconciled by the next start.
 	relay.Restore()
-	setPodIPs(t, ns, "web", "Running", "10.244.50.2")
-	runningPod(t, ns, "late", []string{"10.244.50.3"})
-	startController(t, "--namespace", ns)
-	waitConverged(t, 30*time.Second, nil, ns)
+	suite.SetPodIPs(t, ns, "web", "Running", "10.244.50.2")
+	suite.RunningPod(t, ns, "late", []string{"10.244.50.3"})
+	suite.StartController(t, "--namespace", ns)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 }
 
 // TestFaultLeaseLossEndsTheLeader cuts the leader off the API server (a
@@ -140,31 +141,31 @@ func TestFaultSecondSignalExitsAtOnce(t *testing.T) {
 // why, instead of writing on as a second leader; the standby takes over and
 // converges, and liveness stays ok on it throughout.
 func TestFaultLeaseLossEndsTheLeader(t *testing.T) {
-	ns := newNamespace(t)
-	relay, kc := startRelay(t)
+	ns := suite.NewNamespace(t)
+	relay, kc := suite.StartRelay(t)
 	const lease, renew, retry = 4 * time.Second, 3 * time.Second, 500 * time.Millisecond
-	args := leaderElectArgs(ns, lease, renew, retry)
-	cutOff := startControllerAs(t, kc, args...)
-	leaderOf(t, []*controlplane.Process{cutOff}, 30*time.Second)
-	standby := startController(t, args...)
-	waitProbe(t, standby, "/readyz", http.StatusOK, "ok: standby, waiting for the leader lease")
-	runningPod(t, ns, "a", []string{"10.244.51.1"})
-	waitMirrorIPs(t, ns, "a", "10.244.51.1")
+	args := framework.LeaderElectArgs(ns, lease, renew, retry)
+	cutOff := suite.StartControllerAs(t, kc, args...)
+	framework.LeaderOf(t, []*controlplane.Process{cutOff}, 30*time.Second)
+	standby := suite.StartController(t, args...)
+	framework.WaitProbe(t, standby, "/readyz", http.StatusOK, "ok: standby, waiting for the leader lease")
+	suite.RunningPod(t, ns, "a", []string{"10.244.51.1"})
+	suite.WaitMirrorIPs(t, ns, "a", "10.244.51.1")
 
 	cutOff.ExpectExit(1) // the behaviour under test
 	relay.Blackhole()
 	t.Cleanup(relay.Restore)
 	cut := time.Now()
-	code, err := cutOff.Wait(ctxFor(t, lease+renew+10*time.Second))
+	code, err := cutOff.Wait(framework.CtxFor(t, lease+renew+10*time.Second))
 	if err != nil {
-		t.Fatalf("the cut-off leader is still running: %v\n%s", err, tail(cutOff.Output(), 20))
+		t.Fatalf("the cut-off leader is still running: %v\n%s", err, framework.Tail(cutOff.Output(), 20))
 	}
 	t.Logf("cut-off leader exited %v after the cut (renew deadline %v), code %d", time.Since(cut).Round(time.Millisecond), renew, code)
 	if code != 1 || !strings.Contains(cutOff.Output(), "Lost the leader lease") {
-		t.Errorf("exit code %d, want 1 with \"Lost the leader lease\":\n%s", code, tail(cutOff.Output(), 20))
+		t.Errorf("exit code %d, want 1 with \"Lost the leader lease\":\n%s", code, framework.Tail(cutOff.Output(), 20))
 	}
 
-	_, took := leaderOf(t, []*controlplane.Process{standby}, lease+10*time.Second)
+	_, took := framework.LeaderOf(t, []*controlplane.Process{standby}, lease+10*time.Second)
 	t.Logf("the standby led %v after the cut-off leader exited", took.Round(time.Millisecond))
 	// Never two leaders at work: the cut-off leader stopped its workers
 	// (a renew deadline after its last renewal) before the standby could
@@ -175,16 +176,17 @@ func TestFaultLeaseLossEndsTheLeader(t *testing.T) {
 	if !stopped.Before(led) {
 		t.Errorf("the cut-off leader stopped work at %v, after the standby became the leader at %v", stopped.Format(time.StampMicro), led.Format(time.StampMicro))
 	}
-	if code, body := httpGet(t, endpoint(t, standby, "health probes")+"/healthz"); code != http.StatusOK {
+	if code, body := framework.HTTPGet(t, framework.Endpoint(t, standby, "health probes")+"/healthz"); code != http.StatusOK {
 		t.Errorf("new leader /healthz = %d %q", code, body)
 	}
-	runningPod(t, ns, "b", []string{"10.244.51.2"})
-	setPodIPs(t, ns, "a", "Running", "10.244.51.3")
-	waitConverged(t, 30*time.Second, nil, ns)
+	suite.RunningPod(t, ns, "b", []string{"10.244.51.2"})
+	suite.SetPodIPs(t, ns, "a", "Running", "10.244.51.3")
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 }
 
 // logTime returns the time of the first klog line in out that contains
-// substr. klog prints the time of day; both processes share the clock.
+// substr. klog prints the day and the time of day; both processes share
+// the clock.
 func logTime(t *testing.T, out, substr string) time.Time {
 	t.Helper()
 	for _, line := range strings.Split(out, "\n") {
@@ -192,13 +194,9 @@ func logTime(t *testing.T, out, substr string) time.Time {
 			continue
 		}
 		// I1121 22:45:44.604332    8506 file.go:123] "message"
-		fields := strings.Fields(line)
-		if len(fields) < 2 {
-			break
-		}
-		ts, err := time.Parse("15:04:05.000000", fields[1])
-		if err != nil {
-			t.Fatalf("cannot read the time of %q: %v", line, err)
+		ts, ok := framework.KlogTime(line, time.Now())
+		if !ok {
+			t.Fatalf("cannot read the time of %q", line)
 		}
 		return ts
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"example.com/podtoip-controller/e2e/framework"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -15,33 +16,33 @@ import (
 // finalizers) and what the server owns (creationTimestamp, UID, the users'
 // managedFields entries), change the owned fields, and be one write.
 func TestUpdateKeepsWhatTheControllerDoesNotOwn(t *testing.T) {
-	ns := newNamespace(t)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
-	runningPod(t, ns, "web", []string{"10.31.0.1"})
-	waitMirrorIPs(t, ns, "web", "10.31.0.1")
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+	suite.RunningPod(t, ns, "web", []string{"10.31.0.1"})
+	suite.WaitMirrorIPs(t, ns, "web", "10.31.0.1")
 
 	patch := []byte(`{"metadata":{"labels":{"team":"net"},"annotations":{"note":"keep me"},"finalizers":["example.com/hold"]}}`)
-	if _, err := mirrors(ns).Patch(t.Context(), "web", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "someone"}); err != nil {
+	if _, err := suite.Mirrors(ns).Patch(t.Context(), "web", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "someone"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = mirrors(ns).Patch(t.Context(), "web", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		_, _ = suite.Mirrors(ns).Patch(t.Context(), "web", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
-	before, err := mirrors(ns).List(t.Context(), metav1.ListOptions{})
+	before, err := suite.Mirrors(ns).List(t.Context(), metav1.ListOptions{})
 	if err != nil || len(before.Items) != 1 {
 		t.Fatalf("listing the mirror: %v", err)
 	}
 	old := before.Items[0]
 
-	writes := podtoipRequests(t)
-	setPodIPs(t, ns, "web", "Running", "10.31.0.2")
-	waitMirrorIPs(t, ns, "web", "10.31.0.2")
-	if d := podtoipRequests(t).Sub(writes); d.Writes() != 1 || d["PUT 200"] != 1 {
+	writes := suite.PodToIpRequests(t)
+	suite.SetPodIPs(t, ns, "web", "Running", "10.31.0.2")
+	suite.WaitMirrorIPs(t, ns, "web", "10.31.0.2")
+	if d := suite.PodToIpRequests(t).Sub(writes); d.Writes() != 1 || d["PUT 200"] != 1 {
 		t.Errorf("writes for one IP change = %v, want one PUT 200", d)
 	}
 
-	after, err := mirrors(ns).List(t.Context(), metav1.ListOptions{})
+	after, err := suite.Mirrors(ns).List(t.Context(), metav1.ListOptions{})
 	if err != nil || len(after.Items) != 1 {
 		t.Fatalf("listing the mirror: %v", err)
 	}
