@@ -17,8 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"example.com/podtoip-controller/e2e/framework"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 // TestDemo runs `make demo`'s program as a terminal would, checks what it

@@ -6,12 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"example.com/podtoip-controller/e2e/framework"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
+
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 // Objects at the edges of what the API server accepts, and situations where
@@ -240,97 +239,5 @@ func TestEdgeForeignReportedOnce(t *testing.T) {
 		if len(evs) != 1 || evs[0].Count > 1 || evs[0].Type != corev1.EventTypeWarning {
 			t.Errorf("events on pod %s = %+v, want one Warning, counted once", name, evs)
 		}
-	}
-}
-
-// TestFaultTerminatingNamespace: in a namespace being deleted the API server
-// refuses every create, so pods there that get an IP can never be
-// mirrored. The controller must try once per change and stop, not retry in
-// a loop, while updates and deletes there keep working. The namespace is
-// held in Terminating by a pod with a finalizer, as a pod on an unreachable
-// node would hold it.
-func TestFaultTerminatingNamespace(t *testing.T) {
-	ns := suite.NewNamespace(t)
-	t.Cleanup(func() { suite.RemoveTerminatingNamespace(t, ns) }) // after the controller has stopped
-
-	holder := suite.CreatePod(t, ns, "holder", framework.OnNode("node-1"), func(p *corev1.Pod) { p.Finalizers = []string{"example.com/hold"} })
-	suite.SetPodIPs(t, ns, holder.Name, corev1.PodRunning, "10.244.68.1")
-	suite.RunningPod(t, ns, "a", []string{"10.244.68.2"}, framework.OnNode("node-1"))
-	suite.RunningPod(t, ns, "b", []string{"10.244.68.3"}, framework.OnNode("node-1"))
-	suite.CreatePod(t, ns, "late-0", framework.OnNode("node-1"))
-	suite.CreatePod(t, ns, "late-1", framework.OnNode("node-1"))
-
-	p := suite.StartController(t, "--namespace", ns)
-	framework.WaitReady(t, p)
-	suite.WaitConverged(t, 30*time.Second, nil, ns)
-
-	suite.TerminateNamespace(t, ns)
-	// The premise: creates are refused there with the NamespaceTerminating cause.
-	_, err := cp.Kube.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "refused"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
-	}, metav1.CreateOptions{})
-	if !apierrors.IsForbidden(err) || !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-		t.Fatalf("creating a pod in terminating namespace %s: %v, want Forbidden with cause %s", ns, err, corev1.NamespaceTerminatingCause)
-	}
-
-	// A fixed observation window in which pods keep changing: the two late
-	// pods get (and change) IPs three times each, which asks for 6 creates
-	// that cannot succeed; one IP change and one graceful deletion need an
-	// update and a delete, which can.
-	const window = 10 * time.Second
-	beforeCounters := framework.WaitIdle(t, p, 10*time.Second)
-	before := suite.PodToIpRequests(t)
-	start := time.Now()
-	const rounds = 3
-	for r := range rounds {
-		suite.SetPodIPs(t, ns, "late-0", corev1.PodRunning, fmt.Sprintf("10.244.68.%d", 10+r))
-		suite.SetPodIPs(t, ns, "late-1", corev1.PodRunning, fmt.Sprintf("10.244.68.%d", 20+r), fmt.Sprintf("fd00::68:%d", 20+r))
-		if r == 0 {
-			suite.SetPodIPs(t, ns, "a", corev1.PodRunning, "10.244.68.102")
-			suite.DeletePod(t, ns, "b", false) // on a node: stays Terminating, and loses its mirror
-		}
-		select {
-		case <-time.After(time.Until(start.Add(window * time.Duration(r+1) / rounds))):
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		}
-	}
-	suite.WaitMirrorIPs(t, ns, "a", "10.244.68.102")
-	suite.WaitNoMirror(t, ns, "b")
-	framework.WaitWrites(t, p, 5) // the 3 creates before the namespace was deleted, and this update and delete
-	work := framework.WaitIdle(t, p, 10*time.Second).Sub(beforeCounters)
-	reqs := suite.PodToIpRequests(t).Sub(before)
-	refusedLogs := strings.Count(p.Output(), "Not creating PodToIp in a terminating namespace")
-	t.Logf("in %v of a terminating namespace with 2 pods changing IPs %d times each, 1 IP change and 1 deletion: "+
-		"%v syncs, %v errors, %v retries; API server: %v; %d log lines about the refused creates",
-		time.Since(start).Round(time.Millisecond), rounds, work.Syncs, work.SyncErrors, work.Retries, reqs, refusedLogs)
-
-	// One refused create per change (the queue may merge a few), never more.
-	if reqs["POST 403"] < 2 || reqs["POST 403"] > 2*rounds || reqs["POST 201"] != 0 {
-		t.Errorf("podtoips creates = %v, want between 2 and %d refused (POST 403) and none created", reqs, 2*rounds)
-	}
-	if reqs["PUT 200"] != 1 || reqs["DELETE 200"] != 1 || reqs.Writes() != reqs["POST 403"]+2 {
-		t.Errorf("podtoips writes = %v, want the 1 update and 1 delete besides the refused creates", reqs)
-	}
-	// Pod events: 2 x rounds IP changes, a's change and b's deletion, plus
-	// the watch events of the controller's own update and delete.
-	if maxSyncs := float64(2*rounds + 4); work.Syncs > maxSyncs || work.SyncErrors != 0 || work.Retries != 0 {
-		t.Errorf("controller work: %+v, want at most %v syncs, no errors and no retries", work, maxSyncs)
-	}
-	if float64(refusedLogs) != reqs["POST 403"] {
-		t.Errorf("%d log lines about refused creates for %v refused creates", refusedLogs, reqs["POST 403"])
-	}
-
-	// Let the namespace go: once its pods are gone, so are their mirrors.
-	for _, name := range []string{"holder", "a", "b", "late-0", "late-1"} {
-		suite.DeletePod(t, ns, name, true)
-	}
-	if _, err := cp.Kube.CoreV1().Pods(ns).Patch(t.Context(), "holder", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
-	suite.WaitConverged(t, 30*time.Second, nil, ns)
-	if list, err := suite.Mirrors(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
-		t.Errorf("%d PodToIps left in %s after its pods were deleted (err %v)", len(list.Items), ns, err)
 	}
 }

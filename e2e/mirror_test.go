@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -158,10 +159,10 @@ func TestMirrorLifecycle(t *testing.T) {
 	})
 }
 
-// TestForeignPodToIpLeftAlone checks that a PodToIp without the managed-by
+// TestMirrorForeignLeftAlone checks that a PodToIp without the managed-by
 // label is never changed, is reported once (event and log line) and causes
 // no retry loop.
-func TestForeignPodToIpLeftAlone(t *testing.T) {
+func TestMirrorForeignLeftAlone(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	foreign := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "example.com/v1", "kind": "PodToIp",
@@ -318,4 +319,105 @@ func waitIdleAfter(t *testing.T, p *controlplane.Process, n float64) framework.C
 		t.Fatalf("controller did not reconcile %v keys and become idle: %+v\n%s", n, c, framework.Tail(p.Output(), 30))
 	}
 	return c
+}
+
+// TestMirrorForeignPredatesItsPod checks the Warning event for an
+// unmanaged PodToIp that exists before its pod (a StatefulSet pod
+// recreated under a hand-made object): the pod gets the event when it
+// appears, and so does the next pod created under that name.
+func TestMirrorForeignPredatesItsPod(t *testing.T) {
+	ns := suite.NewNamespace(t)
+	foreign := framework.ForeignObjects{}
+	suite.AddForeign(t, foreign, ns, "db-0")
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+
+	first := suite.RunningPod(t, ns, "db-0", []string{"10.244.11.1"})
+	waitEventFor(t, ns, first.UID)
+	suite.DeletePod(t, ns, "db-0", false)
+	second := suite.RunningPod(t, ns, "db-0", []string{"10.244.11.2"})
+	waitEventFor(t, ns, second.UID)
+	suite.WaitConverged(t, 30*time.Second, foreign, ns)
+	if n := strings.Count(p.Output(), "Leaving alone a PodToIp that is not managed"); n != 1 {
+		t.Errorf("logged the foreign object %d times, want once", n)
+	}
+}
+
+// waitEventFor waits for the PodToIpNotManaged Warning on the pod with uid.
+func waitEventFor(t *testing.T, ns string, uid types.UID) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := cp.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(uid) + ",reason=PodToIpNotManaged"})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range list.Items {
+			if ev.Type == corev1.EventTypeWarning {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("no PodToIpNotManaged Warning event on pod %s/%s: %v", ns, uid, err)
+	}
+}
+
+// TestMirrorUpdateKeepsWhatTheControllerDoesNotOwn: the controller caches
+// slim mirrors, not whole objects, and builds an update from them. On a real
+// API server, an update must keep what users added (labels, annotations,
+// finalizers) and what the server owns (creationTimestamp, UID, the users'
+// managedFields entries), change the owned fields, and be one write.
+func TestMirrorUpdateKeepsWhatTheControllerDoesNotOwn(t *testing.T) {
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+	suite.RunningPod(t, ns, "web", []string{"10.31.0.1"})
+	suite.WaitMirrorIPs(t, ns, "web", "10.31.0.1")
+
+	patch := []byte(`{"metadata":{"labels":{"team":"net"},"annotations":{"note":"keep me"},"finalizers":["example.com/hold"]}}`)
+	if _, err := suite.Mirrors(ns).Patch(t.Context(), "web", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "someone"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = suite.Mirrors(ns).Patch(t.Context(), "web", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	before, err := suite.Mirrors(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(before.Items) != 1 {
+		t.Fatalf("listing the mirror: %v", err)
+	}
+	old := before.Items[0]
+
+	writes := suite.PodToIpRequests(t)
+	suite.SetPodIPs(t, ns, "web", "Running", "10.31.0.2")
+	suite.WaitMirrorIPs(t, ns, "web", "10.31.0.2")
+	if d := suite.PodToIpRequests(t).Sub(writes); d.Writes() != 1 || d["PUT 200"] != 1 {
+		t.Errorf("writes for one IP change = %v, want one PUT 200", d)
+	}
+
+	after, err := suite.Mirrors(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(after.Items) != 1 {
+		t.Fatalf("listing the mirror: %v", err)
+	}
+	cur := after.Items[0]
+	if cur.GetLabels()["team"] != "net" || cur.GetLabels()["app.kubernetes.io/managed-by"] != "podtoip-controller" {
+		t.Errorf("labels after the update = %v, want the user's and the managed-by label", cur.GetLabels())
+	}
+	if !maps.Equal(cur.GetAnnotations(), old.GetAnnotations()) || cur.GetAnnotations()["note"] != "keep me" {
+		t.Errorf("annotations after the update = %v, want %v", cur.GetAnnotations(), old.GetAnnotations())
+	}
+	if !slices.Equal(cur.GetFinalizers(), []string{"example.com/hold"}) {
+		t.Errorf("finalizers after the update = %v, want the user's", cur.GetFinalizers())
+	}
+	if cur.GetUID() != old.GetUID() || !cur.GetCreationTimestamp().Time.Equal(old.GetCreationTimestamp().Time) ||
+		len(cur.GetOwnerReferences()) != 1 || cur.GetOwnerReferences()[0].Kind != "Pod" {
+		t.Errorf("identity changed: uid %s → %s, created %v → %v, owners %+v", old.GetUID(), cur.GetUID(),
+			old.GetCreationTimestamp(), cur.GetCreationTimestamp(), cur.GetOwnerReferences())
+	}
+	managers := map[string]bool{}
+	for _, e := range cur.GetManagedFields() {
+		managers[e.Manager] = true
+	}
+	if !managers["someone"] || !managers["podtoip-controller"] {
+		t.Errorf("managedFields after the update name %v, want the user's manager kept next to the controller's", managers)
+	}
 }

@@ -9,10 +9,10 @@ import (
 	"example.com/podtoip-controller/e2e/framework"
 )
 
-// TestDeletedWhileDown: pods deleted while the controller is stopped lose
-// their mirrors once it starts again (it reconciles the mirrors it finds,
-// not only pod events).
-func TestDeletedWhileDown(t *testing.T) {
+// TestRestartDeletedWhileDown: pods deleted while the controller is stopped
+// lose their mirrors once it starts again (it reconciles the mirrors it
+// finds, not only pod events).
+func TestRestartDeletedWhileDown(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	p := suite.StartController(t, "--namespace", ns)
 	framework.WaitReady(t, p)

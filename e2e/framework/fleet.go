@@ -1,6 +1,6 @@
 package framework
 
-// The pods the fault scenarios (TestFault*, in faults_*_test.go) drive the
+// The pods the fault scenarios (TestFault*, in fault_*_test.go) drive the
 // way users and kubelets would; churn.go paces them.
 
 import (

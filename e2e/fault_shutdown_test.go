@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -9,20 +10,97 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"example.com/podtoip-controller/e2e/controlplane"
 	"example.com/podtoip-controller/e2e/framework"
 )
 
-// How the process ends: the first signal stops taking work, a second one
-// exits at once, and a leader that can no longer renew its lease exits so
-// that it never writes next to its successor.
+// How the process ends: a signal under heavy churn ends it promptly and
+// cleanly, the first signal stops taking work, a second one exits at once,
+// and a leader that can no longer renew its lease exits so that it never
+// writes next to its successor.
 
-// TestFaultFirstSignalStopsTakingWork gives a slow controller (one worker,
-// 10 requests/s) a backlog of 300 pods and signals it after its first
-// writes. It must exit promptly with code 0, finishing only the write in
-// flight, not work through the backlog; the next start reconciles what is
+var queuedRE = regexp.MustCompile(`"Shutting down: finishing in-flight work" queued=(\d+)`)
+
+// TestFaultShutdownDuringChurn: SIGTERM while pods are created and changed
+// as fast as the API server takes them. The controller exits 0 within 10 s;
+// the next start converges without a duplicate create (POST 409) and without
+// any 404 or 409 at all, as counted by the API server.
+func TestFaultShutdownDuringChurn(t *testing.T) {
+	ns := suite.NewNamespace(t)
+	f := suite.NewFleet(ns, 8)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+	f.Populate(t, 50)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
+
+	// Heavy churn: eight unpaced lanes.
+	c := framework.StartChurn(t, f, 8, time.Millisecond, 50, 400)
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return c.Total() >= 300, nil
+	}); err != nil {
+		t.Fatalf("churn did not get going: %v", err)
+	}
+
+	// Signal while the controller has work queued, so that the stop really
+	// interrupts it (the depth is sampled, so it may have drained by the
+	// time the signal lands; the log says how many keys were left).
+	depth := 0.0
+	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		depth, _ = framework.SumSeries(framework.Scrape(t, p), `workqueue_depth{name="podtoip"}`)
+		return depth > 0, nil
+	}); err != nil {
+		t.Fatalf("the controller never had work queued during the churn")
+	}
+	sent := time.Now()
+	p.ExpectExit(0)
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, err := p.Wait(framework.CtxFor(t, 10*time.Second))
+	exitTook := time.Since(sent)
+	if err != nil || code != 0 {
+		t.Fatalf("SIGTERM during churn: exit %d, %v after %v; want exit 0 within 10 s\n%s", code, err, exitTook, framework.Tail(p.Output(), 30))
+	}
+	queued := "?"
+	if m := queuedRE.FindStringSubmatch(p.Output()); m != nil {
+		queued = m[1]
+	}
+	t.Logf("exited 0 %v after SIGTERM (queue depth %v just before), with %s keys still queued at shutdown", exitTook.Round(time.Millisecond), depth, queued)
+	suite.RecordDuration(t, "SIGTERM during churn: exit", exitTook, 10*time.Second,
+		"time from sending SIGTERM, with work queued under heavy churn, until the process has exited 0")
+	c.Stop(t)
+
+	before := suite.PodToIpRequests(t)
+	p2 := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p2)
+	took := suite.WaitConverged(t, 30*time.Second, nil, ns)
+	t.Logf("the next start converged in %v (after it started its workers)", took.Round(time.Millisecond))
+	suite.RecordConvergence(t, "SIGTERM during churn: next start", took, 30*time.Second,
+		"time from the next start being ready until the checker first sees 0/0/0/0", nil, ns)
+	// Stop it so that every request it made is in the counters.
+	if code, err := p2.Stop(30 * time.Second); err != nil || code != 0 {
+		t.Fatalf("graceful stop of the second run: exit %d, %v", code, err)
+	}
+	delta := suite.PodToIpRequests(t).Sub(before)
+	t.Logf("second run: podtoips requests %v", delta)
+	if delta["POST 409"] != 0 {
+		t.Errorf("%v duplicate creates (POST 409) in the second run", delta["POST 409"])
+	}
+	for k, v := range delta {
+		if strings.HasSuffix(k, " 404") || strings.HasSuffix(k, " 409") {
+			t.Errorf("second run: %v requests %q, want none", v, k)
+		}
+	}
+}
+
+// TestFaultShutdownFirstSignalStopsTakingWork gives a slow controller (one
+// worker, 10 requests/s) a backlog of 300 pods and signals it after its
+// first writes. It must exit promptly with code 0, finishing only the write
+// in flight, not work through the backlog; the next start reconciles what is
 // left.
-func TestFaultFirstSignalStopsTakingWork(t *testing.T) {
+func TestFaultShutdownFirstSignalStopsTakingWork(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	const pods = 300
 	for i := range pods {
@@ -75,12 +153,12 @@ func TestFaultFirstSignalStopsTakingWork(t *testing.T) {
 // it has made.
 var writeLineRE = regexp.MustCompile(`"(Created|Updated|Deleted) PodToIp"[^\n]*`)
 
-// TestFaultSecondSignalExitsAtOnce stops a leader whose path to the API
-// server is blackholed: after the first SIGTERM it waits for its in-flight
-// calls and then (up to the renew deadline) to release its lease, and a
-// second SIGTERM must end it at once, with the documented exit code 1. A
-// stop cut short loses nothing: the next start converges.
-func TestFaultSecondSignalExitsAtOnce(t *testing.T) {
+// TestFaultShutdownSecondSignalExitsAtOnce stops a leader whose path to the
+// API server is blackholed: after the first SIGTERM it waits for its
+// in-flight calls and then (up to the renew deadline) to release its lease,
+// and a second SIGTERM must end it at once, with the documented exit code 1.
+// A stop cut short loses nothing: the next start converges.
+func TestFaultShutdownSecondSignalExitsAtOnce(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	relay, kc := suite.StartRelay(t)
 	const lease, renew, retry = 15 * time.Second, 10 * time.Second, 2 * time.Second
@@ -135,12 +213,12 @@ func TestFaultSecondSignalExitsAtOnce(t *testing.T) {
 	suite.WaitConverged(t, 30*time.Second, nil, ns)
 }
 
-// TestFaultLeaseLossEndsTheLeader cuts the leader off the API server (a
-// blackhole, so its requests hang rather than fail) while a standby still
-// reaches it. The leader cannot renew: it must exit with code 1 and say
-// why, instead of writing on as a second leader; the standby takes over and
+// TestFaultShutdownLeaseLossEndsTheLeader cuts the leader off the API server
+// (a blackhole, so its requests hang rather than fail) while a standby still
+// reaches it. The leader cannot renew: it must exit with code 1 and say why,
+// instead of writing on as a second leader; the standby takes over and
 // converges, and liveness stays ok on it throughout.
-func TestFaultLeaseLossEndsTheLeader(t *testing.T) {
+func TestFaultShutdownLeaseLossEndsTheLeader(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	relay, kc := suite.StartRelay(t)
 	const lease, renew, retry = 4 * time.Second, 3 * time.Second, 500 * time.Millisecond

@@ -14,12 +14,12 @@ import (
 	"example.com/podtoip-controller/e2e/framework"
 )
 
-// TestFaultCrashLoop: the controller is SIGKILLed five times during churn
-// and stays down about a second each time, while pods are deleted and
-// change IPs. Nothing it did before a crash (a write whose response it
-// never read, a cache it never finished filling) may leave a mirror wrong:
-// the mirrors converge within 20 s of the last start.
-func TestFaultCrashLoop(t *testing.T) {
+// TestFaultRestartCrashLoop: the controller is SIGKILLed five times during
+// churn and stays down about a second each time, while pods are deleted and
+// change IPs. Nothing it did before a crash (a write whose response it never
+// read, a cache it never finished filling) may leave a mirror wrong: the
+// mirrors converge within 20 s of the last start.
+func TestFaultRestartCrashLoop(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	f := suite.NewFleet(ns, 2)
 	p := suite.StartController(t, "--namespace", ns)
@@ -74,7 +74,7 @@ func TestFaultCrashLoop(t *testing.T) {
 	t.Logf("converged %v after the last start", time.Since(lastStart).Round(time.Millisecond))
 }
 
-// TestFaultAPIServerRestarts: the API server is stopped for 5 s and started
+// TestFaultRestartAPIServer: the API server is stopped for 5 s and started
 // again, three times, during churn (the churn holds while it is down and
 // retries what was in flight). The controller must ride it out without
 // exiting; after every restart both informers must reach the new server
@@ -92,7 +92,7 @@ func TestFaultCrashLoop(t *testing.T) {
 // completed list: a list streamed from a just-restarted server may wait
 // seconds for the server's watch cache (seen: 7-18 s for the initial
 // events' end), which no client can shorten.
-func TestFaultAPIServerRestarts(t *testing.T) {
+func TestFaultRestartAPIServer(t *testing.T) {
 	// The controller's longest wait between two attempts (informer_retry.go)
 	// plus 3 s for a loaded machine. The convergence bar allows for the 2 s
 	// of churn after the last restart, the retry, a relist that waits on
@@ -215,13 +215,14 @@ func TestFaultAPIServerRestarts(t *testing.T) {
 	framework.MustBeRunning(t, p, "at the end")
 }
 
-// TestFaultLeaderFailover: three replicas with leader election; the leader
-// is SIGKILLed five times (a replacement replica starts each time, so three
-// run), with changes made during each handover. Each time a standby takes
-// over once the lease duration has passed since the dead leader's last
-// renewal as it can see it, at its next retry (checkCrashTakeover); only the leader ever
-// writes, and every write the API server applied is one a leader counted.
-func TestFaultLeaderFailover(t *testing.T) {
+// TestFaultRestartLeaderFailover: three replicas with leader election; the
+// leader is SIGKILLed five times (a replacement replica starts each time, so
+// three run), with changes made during each handover. Each time a standby
+// takes over once the lease duration has passed since the dead leader's last
+// renewal as it can see it, at its next retry (checkCrashTakeover); only the
+// leader ever writes, and every write the API server applied is one a leader
+// counted.
+func TestFaultRestartLeaderFailover(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	f := suite.NewFleet(ns, 7)
 	const (

@@ -3,18 +3,16 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"example.com/podtoip-controller/e2e/framework"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
+
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 // TestFaultChurn: 200 pods, then 200 interleaved changes (100 deletes, 50
@@ -178,7 +176,7 @@ func TestFaultChurn(t *testing.T) {
 	framework.MustBeRunning(t, p, "after churn")
 }
 
-// TestFaultFighter: another client fights the controller for 30 s at 20
+// TestFaultChurnFighter: another client fights the controller for 30 s at 20
 // operations per second, rewriting addresses, stripping owner references
 // and deleting mirrors. The controller's optimistic-concurrency updates must
 // meet 409 conflicts (the fighter is built to provoke them), and it must
@@ -190,7 +188,7 @@ func TestFaultChurn(t *testing.T) {
 // conflicts are no more than the fighter's writes that could have caused
 // them. Every mirror is restored within 5 s of the fighter stopping, and the
 // unmanaged PodToIp is never touched.
-func TestFaultFighter(t *testing.T) {
+func TestFaultChurnFighter(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	f := suite.NewFleet(ns, 6)
 	foreign := framework.ForeignObjects{}
@@ -288,78 +286,4 @@ func TestFaultFighter(t *testing.T) {
 	suite.RecordFigure(t, framework.Figure{Name: "fighter: update conflicts", Value: server["PUT 409"], Bar: racing, Unit: "count",
 		Measures: "controller updates the API server answered 409 during 30 s of fighting, bounded by the fighter's writes that could cause one; the controller's requeues and failed reconciles: none allowed"})
 	framework.MustBeRunning(t, p, "after the fight")
-}
-
-var queuedRE = regexp.MustCompile(`"Shutting down: finishing in-flight work" queued=(\d+)`)
-
-// TestFaultGracefulStop: SIGTERM while pods are created and changed as fast
-// as the API server takes them. The controller exits 0 within 10 s; the next
-// start converges without a duplicate create (POST 409) and without any 404
-// or 409 at all, as counted by the API server.
-func TestFaultGracefulStop(t *testing.T) {
-	ns := suite.NewNamespace(t)
-	f := suite.NewFleet(ns, 8)
-	p := suite.StartController(t, "--namespace", ns)
-	framework.WaitReady(t, p)
-	f.Populate(t, 50)
-	suite.WaitConverged(t, 30*time.Second, nil, ns)
-
-	// Heavy churn: eight unpaced lanes.
-	c := framework.StartChurn(t, f, 8, time.Millisecond, 50, 400)
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return c.Total() >= 300, nil
-	}); err != nil {
-		t.Fatalf("churn did not get going: %v", err)
-	}
-
-	// Signal while the controller has work queued, so that the stop really
-	// interrupts it (the depth is sampled, so it may have drained by the
-	// time the signal lands; the log says how many keys were left).
-	depth := 0.0
-	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		depth, _ = framework.SumSeries(framework.Scrape(t, p), `workqueue_depth{name="podtoip"}`)
-		return depth > 0, nil
-	}); err != nil {
-		t.Fatalf("the controller never had work queued during the churn")
-	}
-	sent := time.Now()
-	p.ExpectExit(0)
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	code, err := p.Wait(framework.CtxFor(t, 10*time.Second))
-	exitTook := time.Since(sent)
-	if err != nil || code != 0 {
-		t.Fatalf("SIGTERM during churn: exit %d, %v after %v; want exit 0 within 10 s\n%s", code, err, exitTook, framework.Tail(p.Output(), 30))
-	}
-	queued := "?"
-	if m := queuedRE.FindStringSubmatch(p.Output()); m != nil {
-		queued = m[1]
-	}
-	t.Logf("exited 0 %v after SIGTERM (queue depth %v just before), with %s keys still queued at shutdown", exitTook.Round(time.Millisecond), depth, queued)
-	suite.RecordDuration(t, "SIGTERM during churn: exit", exitTook, 10*time.Second,
-		"time from sending SIGTERM, with work queued under heavy churn, until the process has exited 0")
-	c.Stop(t)
-
-	before := suite.PodToIpRequests(t)
-	p2 := suite.StartController(t, "--namespace", ns)
-	framework.WaitReady(t, p2)
-	took := suite.WaitConverged(t, 30*time.Second, nil, ns)
-	t.Logf("the next start converged in %v (after it started its workers)", took.Round(time.Millisecond))
-	suite.RecordConvergence(t, "SIGTERM during churn: next start", took, 30*time.Second,
-		"time from the next start being ready until the checker first sees 0/0/0/0", nil, ns)
-	// Stop it so that every request it made is in the counters.
-	if code, err := p2.Stop(30 * time.Second); err != nil || code != 0 {
-		t.Fatalf("graceful stop of the second run: exit %d, %v", code, err)
-	}
-	delta := suite.PodToIpRequests(t).Sub(before)
-	t.Logf("second run: podtoips requests %v", delta)
-	if delta["POST 409"] != 0 {
-		t.Errorf("%v duplicate creates (POST 409) in the second run", delta["POST 409"])
-	}
-	for k, v := range delta {
-		if strings.HasSuffix(k, " 404") || strings.HasSuffix(k, " 409") {
-			t.Errorf("second run: %v requests %q, want none", v, k)
-		}
-	}
 }

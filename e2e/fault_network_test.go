@@ -119,12 +119,13 @@ func TestFaultNetwork(t *testing.T) {
 	framework.MustBeRunning(t, p, "after the blackhole")
 }
 
-// TestFaultExpiredWatches cuts the controller off, makes 500 pod writes and
-// 100 deletes it cannot see, compacts etcd to its current revision and
-// restarts the API server before restoring the path (a control-plane
-// upgrade during a partition). The resource versions its informers hold are
-// then gone: their watches fail with 410 Gone ("too old resource version")
-// and they must relist; the mirrors converge within 30 s of the restore.
+// TestFaultNetworkExpiredWatches cuts the controller off, makes 500 pod
+// writes and 100 deletes it cannot see, compacts etcd to its current
+// revision and restarts the API server before restoring the path (a
+// control-plane upgrade during a partition). The resource versions its
+// informers hold are then gone: their watches fail with 410 Gone ("too old
+// resource version") and they must relist; the mirrors converge within 30 s
+// of the restore.
 //
 // The restart is what expires the watches. Every watch is served from the
 // API server's watch cache, which keeps at least 75 s of events whatever
@@ -133,7 +134,7 @@ func TestFaultNetwork(t *testing.T) {
 // and no relist). A restarted API server's cache starts at the current
 // revision; with etcd compacted as well, no part of the server can serve
 // the old revisions.
-func TestFaultExpiredWatches(t *testing.T) {
+func TestFaultNetworkExpiredWatches(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	f := suite.NewFleet(ns, 5)
 	relay, kc := suite.StartRelay(t)
