@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"example.com/podtoip-controller/e2e/controlplane"
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 // The scenarios in this file run on the simulated cluster: the scheduler
@@ -25,8 +27,6 @@ import (
 // the checker over every namespace, and reports the 404 and 409 answers
 // the controller met.
 
-const pauseImage = "registry.k8s.io/pause:3.10"
-
 // rbacRefusal matches the authorizer's answer in a log line.
 var rbacRefusal = regexp.MustCompile(`User \\?"[^"\\]+\\?" cannot`)
 
@@ -34,8 +34,8 @@ var rbacRefusal = regexp.MustCompile(`User \\?"[^"\\]+\\?" cannot`)
 // and waits until its workers run.
 func startSimController(t *testing.T, c *controlplane.Cluster, args ...string) *controlplane.Process {
 	t.Helper()
-	p := startControllerAs(t, c.Kubeconfig, args...)
-	waitReady(t, p)
+	p := suite.StartControllerAs(t, c.Kubeconfig, args...)
+	framework.WaitReady(t, p)
 	return p
 }
 
@@ -64,11 +64,11 @@ func rollout(t *testing.T, c *controlplane.Cluster, ns, what string) {
 // one dual-stack; a rolling update; scale to zero and back. Every step ends
 // converged, with each mirrored address taken from its node.
 func TestClusterDeployment(t *testing.T) {
-	c := simCluster(t)
+	c := suite.SimCluster(t)
 	ns := simNamespace(t, c)
 	p := startSimController(t, c)
 
-	kc(t, c, "-n", ns, "create", "deployment", "web", "--image="+pauseImage, "--replicas=36")
+	kc(t, c, "-n", ns, "create", "deployment", "web", "--image="+framework.PauseImage, "--replicas=36")
 	rollout(t, c, ns, "deployment/web")
 	waitClusterConverged(t, c, time.Minute)
 	nodes, dual := map[string]bool{}, 0
@@ -76,9 +76,9 @@ func TestClusterDeployment(t *testing.T) {
 		nodes[pod.Spec.NodeName] = true
 		if len(pod.Status.PodIPs) == 2 {
 			dual++
-			m, err := getMirrorOn(t.Context(), c.ControlPlane, ns, pod.Name)
+			m, err := suite.On(c.ControlPlane).GetMirror(t.Context(), ns, pod.Name)
 			if err != nil || m == nil || len(m.PodIPs) != 2 {
-				t.Errorf("dual-stack pod %s/%s (IPs %v): mirror %v, %v", ns, pod.Name, podIPList(&pod), describeOrNil(m), err)
+				t.Errorf("dual-stack pod %s/%s (IPs %v): mirror %v, %v", ns, pod.Name, framework.PodIPList(&pod), framework.Describe(m), err)
 			}
 		}
 	}
@@ -126,30 +126,11 @@ func waitForPods(t *testing.T, c *controlplane.Cluster, ns, selector string, n i
 	}
 }
 
-// getMirrorOn reads a PodToIp from the given control plane (nil if none).
-func getMirrorOn(ctx context.Context, on *controlplane.ControlPlane, ns, name string) (*mirror, error) {
-	u, err := on.Dynamic.Resource(ptpGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return toMirror(u)
-}
-
-func describeOrNil(m *mirror) string {
-	if m == nil {
-		return "none"
-	}
-	return describe(m)
-}
-
 // TestClusterStatefulSetPodRecreated: a StatefulSet pod deleted comes back
 // under its name with a new UID (and often a new address); its mirror must
 // follow the new incarnation.
 func TestClusterStatefulSetPodRecreated(t *testing.T) {
-	c := simCluster(t)
+	c := suite.SimCluster(t)
 	ns := simNamespace(t, c)
 	p := startSimController(t, c)
 
@@ -164,7 +145,7 @@ spec:
     metadata: {labels: {app: db}}
     spec:
       containers: [{name: db, image: %s}]
-`, ns, pauseImage))
+`, ns, framework.PauseImage))
 	rollout(t, c, ns, "statefulset/db")
 	waitClusterConverged(t, c, time.Minute)
 
@@ -185,8 +166,8 @@ spec:
 		}); err != nil {
 			t.Fatalf("round %d: db-1 was not recreated with an address: %v", round, err)
 		}
-		m := waitMirrorOn(t, c.ControlPlane, ns, "db-1", "the new incarnation", func(m *mirror) bool {
-			return m.PodUID == recreated.UID && m.PodAddress == recreated.Status.PodIP
+		m := suite.On(c.ControlPlane).WaitMirror(t, ns, "db-1", "the new incarnation", func(m *framework.Mirror) bool {
+			return m != nil && m.PodUID == recreated.UID && m.PodAddress == recreated.Status.PodIP
 		})
 		t.Logf("round %d: db-1 %s (%s) -> %s (%s); mirror follows", round, old.UID, old.Status.PodIP, m.PodUID, m.PodAddress)
 	}
@@ -194,30 +175,11 @@ spec:
 	reportFailed(t, p, map[string]float64{"DELETE 404": 3, "PUT 404": 3}, "the garbage collector may delete the old incarnation's mirror first")
 }
 
-// waitMirrorOn waits until the PodToIp ns/name on the given control plane
-// satisfies ok.
-func waitMirrorOn(t *testing.T, on *controlplane.ControlPlane, ns, name, what string, ok func(*mirror) bool) *mirror {
-	t.Helper()
-	var last *mirror
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		m, err := getMirrorOn(ctx, on, ns, name)
-		if err != nil || m == nil {
-			return false, nil
-		}
-		last = m
-		return ok(m), nil
-	})
-	if err != nil {
-		t.Fatalf("PodToIp %s/%s never showed %s; last %s", ns, name, what, describeOrNil(last))
-	}
-	return last
-}
-
 // TestClusterJobs: Job pods run, then finish (Succeeded); a finished pod
 // keeps its address in status but is no longer mirrored, and its address
 // goes to the next pod.
 func TestClusterJobs(t *testing.T) {
-	c := simCluster(t)
+	c := suite.SimCluster(t)
 	ns := simNamespace(t, c)
 	p := startSimController(t, c)
 
@@ -231,7 +193,7 @@ spec:
     spec:
       restartPolicy: Never
       containers: [{name: work, image: %s}]
-`, ns, pauseImage))
+`, ns, framework.PauseImage))
 	kc(t, c, "-n", ns, "wait", "--for=condition=Complete", "job/batch", "--timeout=2m")
 	waitClusterConverged(t, c, time.Minute)
 	pods := podsOf(t, c, ns, "job-name=batch")
@@ -255,14 +217,14 @@ spec:
 // leave anything behind, and the controller must not loop on the mirror the
 // collector deleted first.
 func TestClusterForceDeletedPod(t *testing.T) {
-	c := simCluster(t)
+	c := suite.SimCluster(t)
 	ns := simNamespace(t, c)
 	p := startSimController(t, c)
 
-	kc(t, c, "-n", ns, "create", "deployment", "api", "--image="+pauseImage, "--replicas=6")
+	kc(t, c, "-n", ns, "create", "deployment", "api", "--image="+framework.PauseImage, "--replicas=6")
 	rollout(t, c, ns, "deployment/api")
 	waitClusterConverged(t, c, time.Minute)
-	before := scrape(t, p)
+	before := framework.Scrape(t, p)
 
 	pods := podsOf(t, c, ns, "app=api")
 	for _, pod := range pods[:3] {
@@ -271,12 +233,12 @@ func TestClusterForceDeletedPod(t *testing.T) {
 	rollout(t, c, ns, "deployment/api")
 	waitClusterConverged(t, c, time.Minute)
 	for _, pod := range pods[:3] {
-		if m, err := getMirrorOn(t.Context(), c.ControlPlane, ns, pod.Name); err != nil || m != nil {
-			t.Errorf("force-deleted pod %s still has a mirror %s (%v)", pod.Name, describeOrNil(m), err)
+		if m, err := suite.On(c.ControlPlane).GetMirror(t.Context(), ns, pod.Name); err != nil || m != nil {
+			t.Errorf("force-deleted pod %s still has a mirror %s (%v)", pod.Name, framework.Describe(m), err)
 		}
 	}
-	after := scrape(t, p)
-	metric(t, after, "podtoip_controller_syncs_total", `result="success"`) // the metric exists; an error series appears with the first error
+	after := framework.Scrape(t, p)
+	framework.Metric(t, after, "podtoip_controller_syncs_total", `result="success"`) // the metric exists; an error series appears with the first error
 	errs := metricOr0(after, "podtoip_controller_syncs_total", `result="error"`) - metricOr0(before, "podtoip_controller_syncs_total", `result="error"`)
 	if errs != 0 {
 		t.Errorf("%v syncs failed around the force deletions; a mirror deleted by the garbage collector first is not an error", errs)
@@ -284,9 +246,9 @@ func TestClusterForceDeletedPod(t *testing.T) {
 	reportFailed(t, p, map[string]float64{"DELETE 404": 3}, "the garbage collector may delete a force-deleted pod's mirror first")
 }
 
-// metricOr0 is sumSeries that reads a missing series as 0.
+// metricOr0 is framework.SumSeries that reads a missing series as 0.
 func metricOr0(m map[string]float64, prefix string, labels ...string) float64 {
-	v, _ := sumSeries(m, prefix, labels...)
+	v, _ := framework.SumSeries(m, prefix, labels...)
 	return v
 }
 
@@ -294,14 +256,14 @@ func metricOr0(m map[string]float64, prefix string, labels ...string) float64 {
 // finishes (the namespace controller deletes pods and PodToIps alike) and
 // the controller does not recreate mirrors in it.
 func TestClusterNamespaceDeleted(t *testing.T) {
-	c := simCluster(t)
+	c := suite.SimCluster(t)
 	ns := simNamespace(t, c)
 	p := startSimController(t, c)
 
-	kc(t, c, "-n", ns, "create", "deployment", "shop", "--image="+pauseImage, "--replicas=12")
+	kc(t, c, "-n", ns, "create", "deployment", "shop", "--image="+framework.PauseImage, "--replicas=12")
 	rollout(t, c, ns, "deployment/shop")
 	waitClusterConverged(t, c, time.Minute)
-	before := scrape(t, p)
+	before := framework.Scrape(t, p)
 
 	start := time.Now()
 	kc(t, c, "delete", "namespace", ns, "--timeout=2m")
@@ -310,7 +272,7 @@ func TestClusterNamespaceDeleted(t *testing.T) {
 	}
 	t.Logf("namespace with 12 mirrored pods deleted in %v", time.Since(start).Round(time.Millisecond))
 	waitClusterConverged(t, c, time.Minute)
-	after := scrape(t, p)
+	after := framework.Scrape(t, p)
 	creates := metricOr0(after, "podtoip_controller_writes_total", `operation="create"`) - metricOr0(before, "podtoip_controller_writes_total", `operation="create"`)
 	if creates != 0 {
 		t.Errorf("the controller created %v mirrors while the namespace was deleted, want 0", creates)
@@ -325,7 +287,7 @@ func TestClusterNamespaceDeleted(t *testing.T) {
 // TestClusterHostNetworkPod: a hostNetwork pod gets its node's address;
 // the mirror shows it.
 func TestClusterHostNetworkPod(t *testing.T) {
-	c := simCluster(t)
+	c := suite.SimCluster(t)
 	ns := simNamespace(t, c)
 	p := startSimController(t, c)
 	node := c.Nodes[0]
@@ -337,9 +299,9 @@ spec:
   hostNetwork: true
   nodeName: %s
   containers: [{name: agent, image: %s}]
-`, ns, node.Name, pauseImage))
-	m := waitMirrorOn(t, c.ControlPlane, ns, "agent", "the node's address", func(m *mirror) bool { return m.PodAddress == node.InternalIP })
-	t.Logf("hostNetwork pod mirrored: %s", describe(m))
+`, ns, node.Name, framework.PauseImage))
+	m := suite.On(c.ControlPlane).WaitMirror(t, ns, "agent", "the node's address", func(m *framework.Mirror) bool { return m != nil && m.PodAddress == node.InternalIP })
+	t.Logf("hostNetwork pod mirrored: %s", framework.Describe(m))
 	out := kc(t, c, "get", "ptp", "-A", "--field-selector", "podAddress="+node.InternalIP)
 	if !strings.Contains(out, "agent") {
 		t.Errorf("kubectl get ptp -A --field-selector podAddress=%s does not find the hostNetwork pod:\n%s", node.InternalIP, out)
@@ -357,12 +319,12 @@ spec:
 // of conflicts found stays 0, and no conflict is logged. One churn run
 // serves both checks: it is the longest scenario of the suite.
 func TestClusterChurnAddressReuse(t *testing.T) {
-	c := simCluster(t)
+	c := suite.SimCluster(t)
 	ns := simNamespace(t, c)
 	p := startSimController(t, c)
 
 	// Every version of every PodToIp, from before the first pod.
-	stop := watchConflicts(t, c.ControlPlane, "")
+	stop := suite.On(c.ControlPlane).WatchConflicts(t, "")
 
 	rounds, seen, reused := churnWithReuse(t, c, ns, "churn")
 
@@ -378,16 +340,16 @@ func TestClusterChurnAddressReuse(t *testing.T) {
 	if len(flagged) > 0 {
 		t.Errorf("%d PodToIp versions said conflict=true under churn, e.g. %q", len(flagged), flagged[:min(5, len(flagged))])
 	}
-	if g, found := conflictMetrics(t, p); g != 0 || found != 0 {
+	if g, found := framework.ConflictMetrics(t, p); g != 0 || found != 0 {
 		t.Errorf("conflicting_addresses = %v, address_conflicts_total = %v after churn; want 0 and 0", g, found)
 	}
 	if strings.Contains(p.Output(), "Address conflict started") {
-		t.Errorf("a conflict was logged under churn:\n%s", tail(p.Output(), 30))
+		t.Errorf("a conflict was logged under churn:\n%s", framework.Tail(p.Output(), 30))
 	}
 	// Each 404 answers a write to a mirror the garbage collector deleted
 	// first: at most one per mirror version the watch saw.
 	got := reportFailed(t, p, map[string]float64{"DELETE 404": float64(versions), "PUT 404": float64(versions)}, "the garbage collector deletes mirrors of deleted pods as well")
-	recordFigure(t, figure{Name: "cluster churn: 404 answers", Value: got["DELETE 404"] + got["PUT 404"], Unit: "count",
+	suite.RecordFigure(t, framework.Figure{Name: "cluster churn: 404 answers", Value: got["DELETE 404"] + got["PUT 404"], Unit: "count",
 		Measures: fmt.Sprintf("404 answers to the controller over %d scale rounds on the simulated cluster (garbage collector deleting mirrors too); 409: %.0f", rounds, got["POST 409"]+got["PUT 409"])})
 }
 
@@ -399,12 +361,12 @@ func TestClusterChurnAddressReuse(t *testing.T) {
 // in turn.
 func churnWithReuse(t *testing.T, c *controlplane.Cluster, ns, app string) (rounds int, seen map[string]map[string]bool, reused int) {
 	t.Helper()
-	kc(t, c, "-n", ns, "create", "deployment", app, "--image="+pauseImage, "--replicas=10")
+	kc(t, c, "-n", ns, "create", "deployment", app, "--image="+framework.PauseImage, "--replicas=10")
 	rollout(t, c, ns, "deployment/"+app)
 	seen = map[string]map[string]bool{}
 	record := func() {
 		for _, pod := range podsOf(t, c, ns, "app="+app) {
-			for _, ip := range podIPList(&pod) {
+			for _, ip := range framework.PodIPList(&pod) {
 				if seen[ip] == nil {
 					seen[ip] = map[string]bool{}
 				}
@@ -444,32 +406,32 @@ func churnWithReuse(t *testing.T, c *controlplane.Cluster, ns, app string) (roun
 // SIGKILLed; the standby takes over and the cluster converges, with no
 // request refused.
 func TestClusterShippedManifestsFailover(t *testing.T) {
-	c := simCluster(t)
+	c := suite.SimCluster(t)
 	ns := simNamespace(t, c)
 	kc(t, c, "apply", "-k", c.Root+"/artifacts")
-	token := strings.TrimSpace(kc(t, c, "-n", deployNS, "create", "token", "podtoip-controller", "--duration=1h"))
-	kubeconfig := tokenKubeconfig(t, c.ControlPlane, token)
+	token := strings.TrimSpace(kc(t, c, "-n", framework.DeployNamespace, "create", "token", "podtoip-controller", "--duration=1h"))
+	kubeconfig := suite.On(c.ControlPlane).TokenKubeconfig(t, token)
 
-	args := []string{"--leader-elect", "--leader-elect-resource-namespace", deployNS,
+	args := []string{"--leader-elect", "--leader-elect-resource-namespace", framework.DeployNamespace,
 		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"}
-	a := startControllerAs(t, kubeconfig, args...)
-	if err := a.WaitForOutput(ctxFor(t, time.Minute), "Became the leader"); err != nil {
-		t.Fatalf("%v\n%s", err, tail(a.Output(), 40))
+	a := suite.StartControllerAs(t, kubeconfig, args...)
+	if err := a.WaitForOutput(framework.CtxFor(t, time.Minute), "Became the leader"); err != nil {
+		t.Fatalf("%v\n%s", err, framework.Tail(a.Output(), 40))
 	}
-	b := startControllerAs(t, kubeconfig, args...)
-	if err := b.WaitForOutput(ctxFor(t, 30*time.Second), "Waiting for the leader lease"); err != nil {
-		t.Fatalf("%v\n%s", err, tail(b.Output(), 40))
+	b := suite.StartControllerAs(t, kubeconfig, args...)
+	if err := b.WaitForOutput(framework.CtxFor(t, 30*time.Second), "Waiting for the leader lease"); err != nil {
+		t.Fatalf("%v\n%s", err, framework.Tail(b.Output(), 40))
 	}
 
-	kc(t, c, "-n", ns, "create", "deployment", "ha", "--image="+pauseImage, "--replicas=20")
+	kc(t, c, "-n", ns, "create", "deployment", "ha", "--image="+framework.PauseImage, "--replicas=20")
 	rollout(t, c, ns, "deployment/ha")
 	waitClusterConverged(t, c, time.Minute)
 
 	kc(t, c, "-n", ns, "scale", "deployment/ha", "--replicas=5")
 	a.Kill()
 	kc(t, c, "-n", ns, "scale", "deployment/ha", "--replicas=25")
-	if err := b.WaitForOutput(ctxFor(t, 30*time.Second), "Became the leader"); err != nil {
-		t.Fatalf("the standby did not take over: %v\n%s", err, tail(b.Output(), 40))
+	if err := b.WaitForOutput(framework.CtxFor(t, 30*time.Second), "Became the leader"); err != nil {
+		t.Fatalf("the standby did not take over: %v\n%s", err, framework.Tail(b.Output(), 40))
 	}
 	rollout(t, c, ns, "deployment/ha")
 	waitClusterConverged(t, c, time.Minute)
@@ -478,8 +440,155 @@ func TestClusterShippedManifestsFailover(t *testing.T) {
 	// that reason, and is no concern of the RBAC here.
 	for _, p := range []*controlplane.Process{a, b} {
 		if rbacRefusal.MatchString(p.Output()) {
-			t.Errorf("a replica running as the shipped ServiceAccount was refused something by RBAC:\n%s", tail(p.Output(), 40))
+			t.Errorf("a replica running as the shipped ServiceAccount was refused something by RBAC:\n%s", framework.Tail(p.Output(), 40))
 		}
 	}
 	reportFailed(t, b, map[string]float64{"DELETE 404": 15}, "mirrors the dead leader or the garbage collector deleted first")
+}
+
+// simNamespace creates a namespace for one test on the simulated cluster.
+// It is deleted when the test ends; the namespace controller finishes that.
+func simNamespace(t *testing.T, c *controlplane.Cluster) string {
+	t.Helper()
+	name := strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(strings.TrimPrefix(t.Name(), "Test")))
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.Trim(name, "-") + "-"}}
+	ns, err := c.Kube.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	// Pods need the namespace's default ServiceAccount, which the
+	// controller manager creates; kubectl create would race it otherwise.
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("namespace %s got no default ServiceAccount: %v", ns.Name, err)
+	}
+	return ns.Name
+}
+
+// kc runs kubectl against the simulated cluster as a user would, failing
+// the test on error.
+func kc(t *testing.T, c *controlplane.Cluster, args ...string) string {
+	t.Helper()
+	out, err := c.Kubectl(framework.CtxFor(t, 3*time.Minute), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// kcApply pipes manifest into kubectl apply -f - on the simulated cluster.
+func kcApply(t *testing.T, c *controlplane.Cluster, manifest string) {
+	t.Helper()
+	if out, err := suite.On(c.ControlPlane).KubectlStdin(t, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+}
+
+// waitClusterConverged runs the checker over every namespace of the
+// simulated cluster until it finds nothing missing, stale, orphaned,
+// foreign-touched or unmanaged, and then checks that every mirrored address
+// came from its node: a pod CIDR of the node, or the node's own address for
+// hostNetwork pods.
+func waitClusterConverged(t *testing.T, c *controlplane.Cluster, within time.Duration) time.Duration {
+	t.Helper()
+	took := suite.On(c.ControlPlane).WaitConvergedEverywhere(t, within)
+	checkAddressesFromNodes(t, c)
+	return took
+}
+
+// checkAddressesFromNodes fails the test if a running pod's address did not
+// come from where the simulated kubelet takes it: proof that the addresses
+// the controller mirrored are the cluster's, not a test's.
+func checkAddressesFromNodes(t *testing.T, c *controlplane.Cluster) {
+	t.Helper()
+	pods, err := c.Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if !framework.PodWantsMirror(&p) {
+			continue
+		}
+		node, ok := c.NodeFor(p.Spec.NodeName)
+		if !ok {
+			t.Errorf("pod %s/%s with IPs %v runs on %q, not a node of the cluster", p.Namespace, p.Name, framework.PodIPList(&p), p.Spec.NodeName)
+			continue
+		}
+		for _, ip := range framework.PodIPList(&p) {
+			if p.Spec.HostNetwork && ip != node.InternalIP || !p.Spec.HostNetwork && !node.InPodCIDRs(ip) {
+				t.Errorf("pod %s/%s on %s has address %s, not from the node (pod CIDRs %v, address %s, hostNetwork %v)",
+					p.Namespace, p.Name, node.Name, ip, node.PodCIDRs, node.InternalIP, p.Spec.HostNetwork)
+			}
+		}
+	}
+}
+
+// failedRequests returns the controller's own count of API answers 404
+// and 409 ("METHOD CODE" -> count), from client-go's request metric.
+func failedRequests(t *testing.T, p *controlplane.Process) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for k, v := range framework.Scrape(t, p) {
+		if !strings.HasPrefix(k, "rest_client_requests_total{") {
+			continue
+		}
+		for _, code := range []string{"404", "409"} {
+			if strings.Contains(k, `code="`+code+`"`) {
+				method := between(k, `method="`, `"`)
+				out[method+" "+code] += v
+			}
+		}
+	}
+	return out
+}
+
+func between(s, from, to string) string {
+	i := strings.Index(s, from)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(from):]
+	if j := strings.Index(s, to); j >= 0 {
+		return s[:j]
+	}
+	return s
+}
+
+func formatCounts(m map[string]float64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s: %.0f", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// podsOf lists a namespace's pods matching a label selector.
+func podsOf(t *testing.T, c *controlplane.Cluster, ns, selector string) []corev1.Pod {
+	t.Helper()
+	list, err := c.Kube.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 // TestDemo runs `make demo`'s program as a terminal would, checks what it
@@ -51,7 +53,7 @@ func TestDemo(t *testing.T) {
 		// `make demo | head`: nobody reads any more and nobody can press
 		// Ctrl-C in it, so the demo stops at its next write and cleans up.
 		d := launchDemo(t, t, bin)
-		ctx := ctxFor(t, 3*time.Minute)
+		ctx := framework.CtxFor(t, 3*time.Minute)
 		for d.runDir == "" {
 			if m := runDirRE.FindStringSubmatch(d.output()); m != nil {
 				d.runDir = m[1]
@@ -59,9 +61,9 @@ func TestDemo(t *testing.T) {
 			}
 			select {
 			case <-ctx.Done():
-				t.Fatalf("the demo did not say where it keeps its files: %v\n%s", ctx.Err(), tail(d.output(), 40))
+				t.Fatalf("the demo did not say where it keeps its files: %v\n%s", ctx.Err(), framework.Tail(d.output(), 40))
 			case <-d.done:
-				t.Fatalf("the demo exited (%v):\n%s", d.cmd.ProcessState, tail(d.output(), 40))
+				t.Fatalf("the demo exited (%v):\n%s", d.cmd.ProcessState, framework.Tail(d.output(), 40))
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
@@ -105,7 +107,7 @@ func TestDemo(t *testing.T) {
 			// The killed run is cleaned up before this one starts its own
 			// control plane: it says so, and nothing of it remains.
 			if !strings.Contains(d.output(), fmt.Sprintf("Cleaning up after an earlier demo (pid %d)", killed.pid)) {
-				t.Errorf("the demo did not report cleaning up after the killed run (pid %d):\n%s", killed.pid, tail(d.output(), 40))
+				t.Errorf("the demo did not report cleaning up after the killed run (pid %d):\n%s", killed.pid, framework.Tail(d.output(), 40))
 			}
 			killed.checkNothingLeft(t)
 		}
@@ -122,11 +124,11 @@ func TestDemo(t *testing.T) {
 		d.signalGroup(syscall.SIGHUP)
 		// A signal during the cleanup (an impatient Ctrl-C) must not cut
 		// it short.
-		if err := waitOutput(ctxFor(t, time.Minute), d, "==> Stopping: received hangup"); err != nil {
+		if err := waitOutput(framework.CtxFor(t, time.Minute), d, "==> Stopping: received hangup"); err != nil {
 			t.Fatal(err)
 		}
 		d.signalGroup(syscall.SIGINT)
-		if err := waitOutput(ctxFor(t, time.Minute), d, "Received interrupt: still stopping"); err != nil {
+		if err := waitOutput(framework.CtxFor(t, time.Minute), d, "Received interrupt: still stopping"); err != nil {
 			t.Error(err)
 		}
 		d.checkStopped(t, "received hangup")
@@ -165,7 +167,7 @@ func launchDemo(t, owner *testing.T, bin string) *demo {
 	}
 	d := &demo{t: t, reader: r, done: make(chan struct{}), readDone: make(chan struct{}),
 		marker: fmt.Sprintf("PODTOIP_DEMO_TEST=%d", time.Now().UnixNano())}
-	log, err := os.Create(filepath.Join(artifacts, strings.ReplaceAll(t.Name(), "/", "_")+".log"))
+	log, err := os.Create(suite.TestLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,15 +214,15 @@ func launchDemo(t, owner *testing.T, bin string) *demo {
 func startDemo(t, owner *testing.T, bin string) *demo {
 	t.Helper()
 	d := launchDemo(t, owner, bin)
-	ctx := ctxFor(t, 3*time.Minute)
+	ctx := framework.CtxFor(t, 3*time.Minute)
 	for !strings.Contains(d.output(), "Press Ctrl-C") {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the demo did not come up: %v\n%s", ctx.Err(), tail(d.output(), 40))
+			t.Fatalf("the demo did not come up: %v\n%s", ctx.Err(), framework.Tail(d.output(), 40))
 		case <-d.done:
 			<-d.readDone
 			if !strings.Contains(d.output(), "Press Ctrl-C") {
-				t.Fatalf("the demo exited (%v) before it was up:\n%s", d.cmd.ProcessState, tail(d.output(), 40))
+				t.Fatalf("the demo exited (%v) before it was up:\n%s", d.cmd.ProcessState, framework.Tail(d.output(), 40))
 			}
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -248,12 +250,12 @@ func waitOutput(ctx context.Context, d *demo, substr string) error {
 	for !strings.Contains(d.output(), substr) {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %q: %w\n%s", substr, ctx.Err(), tail(d.output(), 30))
+			return fmt.Errorf("waiting for %q: %w\n%s", substr, ctx.Err(), framework.Tail(d.output(), 30))
 		case <-d.readDone:
 			if strings.Contains(d.output(), substr) {
 				return nil
 			}
-			return fmt.Errorf("the demo's output ended without %q:\n%s", substr, tail(d.output(), 30))
+			return fmt.Errorf("the demo's output ended without %q:\n%s", substr, framework.Tail(d.output(), 30))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -350,21 +352,21 @@ func (d *demo) checkStopped(t *testing.T, said string) {
 	// kube-apiserver and etcd.
 	state, err := d.wait(2 * time.Minute)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, tail(d.output(), 30))
+		t.Fatalf("%v\n%s", err, framework.Tail(d.output(), 30))
 	}
 	if said != "" {
 		<-d.readDone // the demo and everything it started have closed the pipe
 	}
 	out := d.output()
 	if !state.Exited() || state.ExitCode() != 0 {
-		t.Errorf("the demo ended with %v, want exit code 0:\n%s", state, tail(out, 30))
+		t.Errorf("the demo ended with %v, want exit code 0:\n%s", state, framework.Tail(out, 30))
 	}
 	if said != "" {
 		if !strings.Contains(out, "==> Stopping: "+said) {
-			t.Errorf("the demo did not say it was stopping because it %s:\n%s", said, tail(out, 30))
+			t.Errorf("the demo did not say it was stopping because it %s:\n%s", said, framework.Tail(out, 30))
 		}
 		if !strings.Contains(out, "controller exited with code 0") {
-			t.Errorf("the controller did not stop cleanly:\n%s", tail(out, 30))
+			t.Errorf("the controller did not stop cleanly:\n%s", framework.Tail(out, 30))
 		}
 	}
 	d.checkNothingLeft(t)
@@ -455,8 +457,8 @@ func checkDemoShows(t *testing.T, out string) {
 			t.Errorf("no %q in the instructions:\n%s", c.re, out)
 			continue
 		}
-		if code, body := httpGet(t, m[1]); code != 200 || !strings.Contains(body, c.body) {
-			t.Errorf("GET %s: %d, want 200 with %q:\n%s", m[1], code, c.body, tail(body, 20))
+		if code, body := framework.HTTPGet(t, m[1]); code != 200 || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s: %d, want 200 with %q:\n%s", m[1], code, c.body, framework.Tail(body, 20))
 		}
 	}
 }
@@ -479,7 +481,7 @@ func driveDemo(t *testing.T, out string) {
 	}
 	kubectl := func(args ...string) string {
 		t.Helper()
-		cmd := exec.CommandContext(ctxFor(t, 2*time.Minute), "kubectl", args...)
+		cmd := exec.CommandContext(framework.CtxFor(t, 2*time.Minute), "kubectl", args...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+m[1])
 		b, err := cmd.CombinedOutput()
 		if err != nil {

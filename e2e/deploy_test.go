@@ -26,15 +26,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"example.com/podtoip-controller/e2e/controlplane"
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 const (
-	deployNS = "podtoip-system"
-	saName   = "podtoip-controller"
-	saUser   = "system:serviceaccount:" + deployNS + ":" + saName
+	saName = "podtoip-controller"
+	saUser = "system:serviceaccount:" + framework.DeployNamespace + ":" + saName
 )
 
-var saGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + deployNS, "system:authenticated"}
+var saGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + framework.DeployNamespace, "system:authenticated"}
 
 // TestDeployManifests applies artifacts/ with kustomize as users do, then
 // checks that the pod template passes the "restricted" Pod Security
@@ -50,11 +50,11 @@ func TestDeployManifests(t *testing.T) {
 	}
 
 	t.Run("pod template passes the restricted Pod Security Standard", func(t *testing.T) {
-		ns, err := cp.Kube.CoreV1().Namespaces().Get(t.Context(), deployNS, metav1.GetOptions{})
+		ns, err := cp.Kube.CoreV1().Namespaces().Get(t.Context(), framework.DeployNamespace, metav1.GetOptions{})
 		if err != nil || ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
-			t.Fatalf("namespace %s is not enforcing restricted: %v %v", deployNS, ns.Labels, err)
+			t.Fatalf("namespace %s is not enforcing restricted: %v %v", framework.DeployNamespace, ns.Labels, err)
 		}
-		dep, err := cp.Kube.AppsV1().Deployments(deployNS).Get(t.Context(), "podtoip-controller", metav1.GetOptions{})
+		dep, err := cp.Kube.AppsV1().Deployments(framework.DeployNamespace).Get(t.Context(), "podtoip-controller", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,13 +63,13 @@ func TestDeployManifests(t *testing.T) {
 		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "psa-check-", Labels: dep.Spec.Template.Labels}, Spec: dep.Spec.Template.Spec}
 		dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-		if _, err := cp.Kube.CoreV1().Pods(deployNS).Create(t.Context(), pod, dry); err != nil {
+		if _, err := cp.Kube.CoreV1().Pods(framework.DeployNamespace).Create(t.Context(), pod, dry); err != nil {
 			t.Errorf("the Deployment's pod is rejected in a restricted namespace: %v", err)
 		}
 		// The check has teeth: a pod that may escalate is rejected there.
 		bad := pod.DeepCopy()
 		bad.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = nil
-		if _, err := cp.Kube.CoreV1().Pods(deployNS).Create(t.Context(), bad, dry); err == nil || !strings.Contains(err.Error(), "restricted") {
+		if _, err := cp.Kube.CoreV1().Pods(framework.DeployNamespace).Create(t.Context(), bad, dry); err == nil || !strings.Contains(err.Error(), "restricted") {
 			t.Errorf("a non-compliant pod was not rejected by Pod Security admission: %v", err)
 		}
 	})
@@ -100,8 +100,8 @@ func TestDeployManifests(t *testing.T) {
 			{[]string{"list", "watch"}, "ipaddresses.networking.k8s.io", "", nil},
 			// Leader election in its own namespace. Create cannot be limited
 			// to a name; reads and writes touch only its own Lease.
-			{[]string{"create"}, "leases.coordination.k8s.io", deployNS, nil},
-			{[]string{"get", "update"}, "leases.coordination.k8s.io", deployNS, []string{"podtoip-controller"}},
+			{[]string{"create"}, "leases.coordination.k8s.io", framework.DeployNamespace, nil},
+			{[]string{"get", "update"}, "leases.coordination.k8s.io", framework.DeployNamespace, []string{"podtoip-controller"}},
 		}
 		want := func(verb, resource, ns, name string) bool {
 			for _, g := range allowed {
@@ -138,7 +138,7 @@ func TestDeployManifests(t *testing.T) {
 				names = []string{saName, ""} // minting its own tokens
 			}
 			for _, v := range verbs {
-				for _, ns := range []string{"", deployNS, "default"} {
+				for _, ns := range []string{"", framework.DeployNamespace, "default"} {
 					for _, name := range names {
 						checks = append(checks, check{v, r, ns, name})
 					}
@@ -217,7 +217,7 @@ func TestDeployManifests(t *testing.T) {
 			}
 			return set
 		}
-		for _, ns := range []string{deployNS, "default"} {
+		for _, ns := range []string{framework.DeployNamespace, "default"} {
 			everyone := rules("system:serviceaccount:default:e2e-rbac-baseline",
 				[]string{"system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"}, ns)
 			for c := range rules(saUser, saGroups, ns) {
@@ -229,7 +229,7 @@ func TestDeployManifests(t *testing.T) {
 	})
 
 	// A token for the ServiceAccount, from the TokenRequest API.
-	tr, err := cp.Kube.CoreV1().ServiceAccounts(deployNS).CreateToken(t.Context(), saName,
+	tr, err := cp.Kube.CoreV1().ServiceAccounts(framework.DeployNamespace).CreateToken(t.Context(), saName,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -245,23 +245,23 @@ func TestDeployManifests(t *testing.T) {
 	}
 
 	t.Run("the ServiceAccount's permissions are sufficient", func(t *testing.T) {
-		path := tokenKubeconfig(t, cp, token)
-		ns := newNamespace(t)
-		p := startControllerAs(t, path, "--leader-elect", "--leader-elect-resource-namespace", deployNS, "--startup-timeout=20s")
-		if err := p.WaitForOutput(ctxFor(t, 30e9), "Became the leader"); err != nil {
+		path := suite.TokenKubeconfig(t, token)
+		ns := suite.NewNamespace(t)
+		p := suite.StartControllerAs(t, path, "--leader-elect", "--leader-elect-resource-namespace", framework.DeployNamespace, "--startup-timeout=20s")
+		if err := p.WaitForOutput(framework.CtxFor(t, 30e9), "Became the leader"); err != nil {
 			t.Fatalf("%v\n%s", err, p.Output())
 		}
 		// The README's liveness endpoints: /healthz, which the Deployment's
 		// probe uses, and /livez, the same check under the name newer
 		// Kubernetes components use; both healthy on a working leader.
-		waitProbe(t, p, "/healthz", http.StatusOK, "ok")
-		waitProbe(t, p, "/livez", http.StatusOK, "ok")
-		runningPod(t, ns, "sa-0", []string{"10.244.40.1"})
-		runningPod(t, ns, "sa-1", []string{"10.244.40.2", "fd00::40:2"})
-		waitMirrorIPs(t, ns, "sa-0", "10.244.40.1")
-		waitMirrorIPs(t, ns, "sa-1", "10.244.40.2", "fd00::40:2")
-		deletePod(t, ns, "sa-0", false)
-		waitNoMirror(t, ns, "sa-0")
+		framework.WaitProbe(t, p, "/healthz", http.StatusOK, "ok")
+		framework.WaitProbe(t, p, "/livez", http.StatusOK, "ok")
+		suite.RunningPod(t, ns, "sa-0", []string{"10.244.40.1"})
+		suite.RunningPod(t, ns, "sa-1", []string{"10.244.40.2", "fd00::40:2"})
+		suite.WaitMirrorIPs(t, ns, "sa-0", "10.244.40.1")
+		suite.WaitMirrorIPs(t, ns, "sa-1", "10.244.40.2", "fd00::40:2")
+		suite.DeletePod(t, ns, "sa-0", false)
+		suite.WaitNoMirror(t, ns, "sa-0")
 		if code, err := p.Stop(30e9); err != nil || code != 0 {
 			t.Fatalf("stop: exit %d, %v", code, err)
 		}
@@ -278,7 +278,7 @@ func TestDeployManifests(t *testing.T) {
 			t.Fatal("unshare (util-linux) is required: ", err)
 		}
 		sa := t.TempDir()
-		for name, content := range map[string][]byte{"token": []byte(token), "ca.crt": caData, "namespace": []byte(deployNS)} {
+		for name, content := range map[string][]byte{"token": []byte(token), "ca.crt": caData, "namespace": []byte(framework.DeployNamespace)} {
 			if err := os.WriteFile(filepath.Join(sa, name), content, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -288,26 +288,26 @@ func TestDeployManifests(t *testing.T) {
 mount -t tmpfs tmpfs /var/run
 mkdir -p /var/run/secrets/kubernetes.io/serviceaccount
 mount --bind %q /var/run/secrets/kubernetes.io/serviceaccount
-exec %q "$@"`, sa, controllerBin)
+exec %q "$@"`, sa, suite.ControllerBin)
 		// No --kubeconfig and no KUBECONFIG: exactly what a pod sees.
 		env := []string{"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port, "KUBECONFIG="}
-		ns := newNamespace(t)
-		p, err := controlplane.StartProcess("unshare", env, filepath.Join(artifacts, "TestDeployManifests_in-cluster.log"),
+		ns := suite.NewNamespace(t)
+		p, err := controlplane.StartProcess("unshare", env, filepath.Join(suite.Artifacts, "TestDeployManifests_in-cluster.log"),
 			"--mount", "--propagation", "private", "sh", "-c", script, "podtoip-controller",
 			"--leader-elect", "-v=2", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--startup-timeout=20s")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer p.Stop(30e9)
-		if err := p.WaitForOutput(ctxFor(t, 30e9), "Became the leader"); err != nil {
+		if err := p.WaitForOutput(framework.CtxFor(t, 30e9), "Became the leader"); err != nil {
 			t.Fatalf("%v\n%s", err, p.Output())
 		}
 		out := p.Output()
-		if !strings.Contains(out, `config="in-cluster ServiceAccount"`) || !strings.Contains(out, `server="https://`+host+":"+port+`"`) || !strings.Contains(out, `lease="`+deployNS+`/podtoip-controller"`) {
+		if !strings.Contains(out, `config="in-cluster ServiceAccount"`) || !strings.Contains(out, `server="https://`+host+":"+port+`"`) || !strings.Contains(out, `lease="`+framework.DeployNamespace+`/podtoip-controller"`) {
 			t.Errorf("did not use the in-cluster server and namespace:\n%s", out)
 		}
-		runningPod(t, ns, "ic-0", []string{"10.244.41.1"})
-		waitMirrorIPs(t, ns, "ic-0", "10.244.41.1")
+		suite.RunningPod(t, ns, "ic-0", []string{"10.244.41.1"})
+		suite.WaitMirrorIPs(t, ns, "ic-0", "10.244.41.1")
 		if code, err := p.Stop(30e9); err != nil || code != 0 {
 			t.Fatalf("stop: exit %d, %v\n%s", code, err, p.Output())
 		}
@@ -326,7 +326,7 @@ func checkDeploymentAsDocumented(t *testing.T) {
 	// One line: the README wraps its sentences anywhere.
 	doc := strings.Join(strings.Fields(string(readme)), " ")
 
-	dep, err := cp.Kube.AppsV1().Deployments(deployNS).Get(ctx, "podtoip-controller", metav1.GetOptions{})
+	dep, err := cp.Kube.AppsV1().Deployments(framework.DeployNamespace).Get(ctx, "podtoip-controller", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func checkDeploymentAsDocumented(t *testing.T) {
 	})
 
 	t.Run("a drain evicts one replica at a time", func(t *testing.T) {
-		pdb, err := cp.Kube.PolicyV1().PodDisruptionBudgets(deployNS).Get(ctx, "podtoip-controller", metav1.GetOptions{})
+		pdb, err := cp.Kube.PolicyV1().PodDisruptionBudgets(framework.DeployNamespace).Get(ctx, "podtoip-controller", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -416,7 +416,7 @@ func checkDeploymentAsDocumented(t *testing.T) {
 	})
 
 	t.Run("a Service for the metrics port", func(t *testing.T) {
-		svc, err := cp.Kube.CoreV1().Services(deployNS).Get(ctx, "podtoip-controller-metrics", metav1.GetOptions{})
+		svc, err := cp.Kube.CoreV1().Services(framework.DeployNamespace).Get(ctx, "podtoip-controller-metrics", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -438,7 +438,7 @@ func checkDeploymentAsDocumented(t *testing.T) {
 	})
 
 	t.Run("the NetworkPolicy admits the metrics port alone", func(t *testing.T) {
-		np, err := cp.Kube.NetworkingV1().NetworkPolicies(deployNS).Get(ctx, "podtoip-controller", metav1.GetOptions{})
+		np, err := cp.Kube.NetworkingV1().NetworkPolicies(framework.DeployNamespace).Get(ctx, "podtoip-controller", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

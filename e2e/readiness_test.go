@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"example.com/podtoip-controller/e2e/controlplane"
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 // What readiness means, against the real API server: the API server
@@ -28,18 +29,18 @@ import (
 // on creates of podtoips.
 func rejections(t *testing.T, p *controlplane.Process, reason string) float64 {
 	t.Helper()
-	v, _ := sumSeries(scrape(t, p), "podtoip_controller_api_rejections_total", `reason="`+reason+`"`, `resource="podtoips"`, `verb="create"`)
+	v, _ := framework.SumSeries(framework.Scrape(t, p), "podtoip_controller_api_rejections_total", `reason="`+reason+`"`, `resource="podtoips"`, `verb="create"`)
 	return v
 }
 
 // readyzOK checks that /readyz answers 200 "ok" and /healthz 200.
 func readyzOK(t *testing.T, p *controlplane.Process, when string) {
 	t.Helper()
-	probes := endpoint(t, p, "health probes")
-	if code, body, err := probe(t.Context(), probes+"/readyz"); err != nil || code != http.StatusOK || body != "ok" {
-		t.Errorf("/readyz %s = %d %q (%v), want 200 ok\n%s", when, code, body, err, tail(p.Output(), 20))
+	probes := framework.Endpoint(t, p, "health probes")
+	if code, body, err := framework.Probe(t.Context(), probes+"/readyz"); err != nil || code != http.StatusOK || body != "ok" {
+		t.Errorf("/readyz %s = %d %q (%v), want 200 ok\n%s", when, code, body, err, framework.Tail(p.Output(), 20))
 	}
-	if code, body, err := probe(t.Context(), probes+"/healthz"); err != nil || code != http.StatusOK {
+	if code, body, err := framework.Probe(t.Context(), probes+"/healthz"); err != nil || code != http.StatusOK {
 		t.Errorf("/healthz %s = %d %q (%v), want 200", when, code, body, err)
 	}
 }
@@ -48,15 +49,15 @@ func readyzOK(t *testing.T, p *controlplane.Process, when string) {
 // that cannot connect counts as not yet.
 func waitReadyzOK(t *testing.T, p *controlplane.Process, within time.Duration, when string) {
 	t.Helper()
-	probes := endpoint(t, p, "health probes")
+	probes := framework.Endpoint(t, p, "health probes")
 	var code int
 	var body string
 	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		c, b, err := probe(ctx, probes+"/readyz")
+		c, b, err := framework.Probe(ctx, probes+"/readyz")
 		code, body = c, b
 		return err == nil && c == http.StatusOK && b == "ok", nil
 	}); err != nil {
-		t.Fatalf("/readyz %s = %d %q, want 200 ok\n%s", when, code, body, tail(p.Output(), 30))
+		t.Fatalf("/readyz %s = %d %q, want 200 ok\n%s", when, code, body, framework.Tail(p.Output(), 30))
 	}
 }
 
@@ -66,13 +67,13 @@ func waitReadyzOK(t *testing.T, p *controlplane.Process, within time.Duration, w
 // the 503's body.
 func waitUnreachableReported(t *testing.T, p *controlplane.Process, since time.Time, within time.Duration, when string) (notReady, lastOK time.Duration, body string) {
 	t.Helper()
-	probes := endpoint(t, p, "health probes")
+	probes := framework.Endpoint(t, p, "health probes")
 	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		c, b, err := probe(ctx, probes+"/readyz")
+		c, b, err := framework.Probe(ctx, probes+"/readyz")
 		if err != nil {
 			return false, err
 		}
-		if hc, hb, err := probe(ctx, probes+"/healthz"); err != nil || hc != http.StatusOK {
+		if hc, hb, err := framework.Probe(ctx, probes+"/healthz"); err != nil || hc != http.StatusOK {
 			t.Errorf("/healthz %s = %d %q (%v), want 200", when, hc, hb, err)
 		}
 		switch {
@@ -84,7 +85,7 @@ func waitUnreachableReported(t *testing.T, p *controlplane.Process, since time.T
 		}
 		return false, nil
 	}); err != nil {
-		t.Fatalf("/readyz did not report the API server unreachable within %v (%s): %v\n%s", within, when, err, tail(p.Output(), 30))
+		t.Fatalf("/readyz did not report the API server unreachable within %v (%s): %v\n%s", within, when, err, framework.Tail(p.Output(), 30))
 	}
 	return notReady, lastOK, body
 }
@@ -94,7 +95,7 @@ func waitUnreachableReported(t *testing.T, p *controlplane.Process, since time.T
 func noPermissionComplaint(t *testing.T, p *controlplane.Process) {
 	t.Helper()
 	if strings.Contains(p.Output(), "The API server refuses a call the controller needs") {
-		t.Errorf("the controller reported a refusal as missing permissions:\n%s", tail(p.Output(), 20))
+		t.Errorf("the controller reported a refusal as missing permissions:\n%s", framework.Tail(p.Output(), 20))
 	}
 }
 
@@ -106,24 +107,24 @@ func noPermissionComplaint(t *testing.T, p *controlplane.Process) {
 // the rejections are counted under reason namespace_terminating and logged
 // once, not once per pod.
 func TestReadinessNamespaceTerminating(t *testing.T) {
-	ns := newNamespace(t)
-	t.Cleanup(func() { removeTerminatingNamespace(t, ns) }) // after the controller has stopped
-	createPod(t, ns, "late-0", onNode("node-1"))
-	createPod(t, ns, "late-1", onNode("node-1"))
+	ns := suite.NewNamespace(t)
+	t.Cleanup(func() { suite.RemoveTerminatingNamespace(t, ns) }) // after the controller has stopped
+	suite.CreatePod(t, ns, "late-0", framework.OnNode("node-1"))
+	suite.CreatePod(t, ns, "late-1", framework.OnNode("node-1"))
 
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
-	waitProbe(t, p, "/readyz", http.StatusOK, "ok")
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+	framework.WaitProbe(t, p, "/readyz", http.StatusOK, "ok")
 
-	terminateNamespace(t, ns)
-	setPodIPs(t, ns, "late-0", corev1.PodRunning, "10.244.71.1")
-	setPodIPs(t, ns, "late-1", corev1.PodRunning, "10.244.71.2")
+	suite.TerminateNamespace(t, ns)
+	suite.SetPodIPs(t, ns, "late-0", corev1.PodRunning, "10.244.71.1")
+	suite.SetPodIPs(t, ns, "late-1", corev1.PodRunning, "10.244.71.2")
 
 	// Both creates are refused (the controller logs each at -v=2) ...
 	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return strings.Count(p.Output(), "Not creating PodToIp in a terminating namespace") >= 2, nil
 	}); err != nil {
-		t.Fatalf("the controller's creates were not refused as in a terminating namespace:\n%s", tail(p.Output(), 30))
+		t.Fatalf("the controller's creates were not refused as in a terminating namespace:\n%s", framework.Tail(p.Output(), 30))
 	}
 	// ... and the controller is still ready, with no word of permissions.
 	readyzOK(t, p, "after creates refused in a terminating namespace")
@@ -132,7 +133,7 @@ func TestReadinessNamespaceTerminating(t *testing.T) {
 		t.Errorf("podtoip_controller_api_rejections_total{reason=namespace_terminating,verb=create} = %v, want 2", n)
 	}
 	if n := strings.Count(p.Output(), `reason="namespace terminating" call="create podtoips"`); n != 1 {
-		t.Errorf("%d log lines about creates refused in a terminating namespace, want 1 for both pods:\n%s", n, tail(p.Output(), 30))
+		t.Errorf("%d log lines about creates refused in a terminating namespace, want 1 for both pods:\n%s", n, framework.Tail(p.Output(), 30))
 	}
 }
 
@@ -142,7 +143,7 @@ func TestReadinessNamespaceTerminating(t *testing.T) {
 // permission), says in its log that a quota refuses the writes, and counts
 // them under reason quota.
 func TestReadinessQuota(t *testing.T) {
-	ns := newNamespace(t)
+	ns := suite.NewNamespace(t)
 	quotaName := corev1.ResourceName("count/podtoips.example.com")
 	quota, err := cp.Kube.CoreV1().ResourceQuotas(ns).Create(t.Context(), &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "no-mirrors"},
@@ -168,16 +169,16 @@ func TestReadinessQuota(t *testing.T) {
 	}}
 	var lastErr error
 	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, lastErr = mirrors(ns).Create(ctx, probeObj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, lastErr = suite.Mirrors(ns).Create(ctx, probeObj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return apierrors.IsForbidden(lastErr) && strings.Contains(lastErr.Error(), "exceeded quota"), nil
 	}); err != nil {
 		t.Fatalf("creating a PodToIp in %s: %v, want 403 exceeded quota", ns, lastErr)
 	}
 
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
-	runningPod(t, ns, "p0", []string{"10.244.72.1"}, onNode("node-1"))
-	runningPod(t, ns, "p1", []string{"10.244.72.2"}, onNode("node-1"))
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+	suite.RunningPod(t, ns, "p0", []string{"10.244.72.1"}, framework.OnNode("node-1"))
+	suite.RunningPod(t, ns, "p1", []string{"10.244.72.2"}, framework.OnNode("node-1"))
 
 	// Wait until both pods' creates have been refused at least once.
 	var n float64
@@ -185,21 +186,21 @@ func TestReadinessQuota(t *testing.T) {
 		n = rejections(t, p, "quota")
 		return n >= 2, nil
 	}); err != nil {
-		t.Fatalf("podtoip_controller_api_rejections_total{reason=quota,verb=create} = %v, want at least 2\n%s", n, tail(p.Output(), 30))
+		t.Fatalf("podtoip_controller_api_rejections_total{reason=quota,verb=create} = %v, want at least 2\n%s", n, framework.Tail(p.Output(), 30))
 	}
 	readyzOK(t, p, "while a quota refuses the creates")
 	noPermissionComplaint(t, p)
 	if n := strings.Count(p.Output(), `"A ResourceQuota refuses PodToIp writes`); n != 1 {
-		t.Errorf("%d log lines saying a quota refuses the writes, want 1:\n%s", n, tail(p.Output(), 30))
+		t.Errorf("%d log lines saying a quota refuses the writes, want 1:\n%s", n, framework.Tail(p.Output(), 30))
 	}
 	if !strings.Contains(p.Output(), `reason="quota" call="create podtoips"`) || !strings.Contains(p.Output(), "exceeded quota: no-mirrors") {
-		t.Errorf("the quota log line does not name the reason, the call and the quota:\n%s", tail(p.Output(), 30))
+		t.Errorf("the quota log line does not name the reason, the call and the quota:\n%s", framework.Tail(p.Output(), 30))
 	}
 	// Lift the quota: the mirrors appear (the workers kept retrying).
 	if err := cp.Kube.CoreV1().ResourceQuotas(ns).Delete(t.Context(), "no-mirrors", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitConverged(t, 60*time.Second, nil, ns)
+	suite.WaitConverged(t, 60*time.Second, nil, ns)
 	readyzOK(t, p, "after the quota was lifted")
 }
 
@@ -210,13 +211,13 @@ func TestReadinessQuota(t *testing.T) {
 // so once; once the CRD is installed again /readyz returns to 200 and the
 // mirrors, gone with the CRD, are recreated.
 func TestReadinessCRDDeleted(t *testing.T) {
-	own := startBareControlPlane(t, "controlplane-crd-deleted.log")
+	own := suite.StartBareControlPlane(t, "controlplane-crd-deleted.log")
 	if err := own.InstallCRD(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	p := startControllerEnv(t, nil, "--kubeconfig", own.Kubeconfig, "--namespace", "default")
-	waitReady(t, p)
-	probes := endpoint(t, p, "health probes")
+	p := suite.StartControllerEnv(t, nil, "--kubeconfig", own.Kubeconfig, "--namespace", "default")
+	framework.WaitReady(t, p)
+	probes := framework.Endpoint(t, p, "health probes")
 	if out, err := own.Kubectl(t.Context(), "run", "p0", "--image=registry.k8s.io/pause:3.10", "-n", "default"); err != nil {
 		t.Fatal(out, err)
 	}
@@ -232,7 +233,7 @@ func TestReadinessCRDDeleted(t *testing.T) {
 		var got string
 		var lastErr error
 		if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-			m, err := own.Dynamic.Resource(ptpGVR).Namespace("default").Get(ctx, "p0", metav1.GetOptions{})
+			m, err := own.Dynamic.Resource(framework.PodToIpGVR).Namespace("default").Get(ctx, "p0", metav1.GetOptions{})
 			if err != nil {
 				lastErr = err
 				return false, nil
@@ -240,7 +241,7 @@ func TestReadinessCRDDeleted(t *testing.T) {
 			got, _, _ = unstructured.NestedString(m.Object, "podAddress")
 			return got == ip, nil
 		}); err != nil {
-			t.Fatalf("mirror of p0 with %s did not appear within %v: last seen %q (%v)\n%s", ip, within, got, lastErr, tail(p.Output(), 30))
+			t.Fatalf("mirror of p0 with %s did not appear within %v: last seen %q (%v)\n%s", ip, within, got, lastErr, framework.Tail(p.Output(), 30))
 		}
 	}
 	setIP("10.244.73.1")
@@ -251,12 +252,12 @@ func TestReadinessCRDDeleted(t *testing.T) {
 		t.Fatal(out, err)
 	}
 	const want = "the PodToIp API is not served: CustomResourceDefinition podtoips.example.com is not installed; install it with 'kubectl apply -f artifacts/crd.yaml'"
-	waitProbe(t, p, "/readyz", http.StatusServiceUnavailable, want)
-	if code, body, err := probe(t.Context(), probes+"/healthz"); err != nil || code != http.StatusOK {
+	framework.WaitProbe(t, p, "/readyz", http.StatusServiceUnavailable, want)
+	if code, body, err := framework.Probe(t.Context(), probes+"/healthz"); err != nil || code != http.StatusOK {
 		t.Errorf("/healthz without the CRD = %d %q (%v), want 200: a restart does not bring the CRD back", code, body, err)
 	}
-	if err := p.WaitForOutput(ctxFor(t, 10*time.Second), "The PodToIp API is no longer served"); err != nil {
-		t.Errorf("the log does not say the PodToIp API is gone: %v\n%s", err, tail(p.Output(), 30))
+	if err := p.WaitForOutput(framework.CtxFor(t, 10*time.Second), "The PodToIp API is no longer served"); err != nil {
+		t.Errorf("the log does not say the PodToIp API is gone: %v\n%s", err, framework.Tail(p.Output(), 30))
 	}
 	noPermissionComplaint(t, p)
 
@@ -275,7 +276,7 @@ func TestReadinessCRDDeleted(t *testing.T) {
 		t.Errorf("%d log lines saying the PodToIp API is gone, want 1", n)
 	}
 	if !strings.Contains(p.Output(), "The PodToIp API is served again") {
-		t.Errorf("the log does not say the PodToIp API is back:\n%s", tail(p.Output(), 30))
+		t.Errorf("the log does not say the PodToIp API is back:\n%s", framework.Tail(p.Output(), 30))
 	}
 	t.Logf("/readyz 200 %v after the CRD was reinstalled; mirror converged %v after", readyIn.Round(time.Millisecond), time.Since(reinstalled).Round(time.Millisecond))
 }
@@ -287,20 +288,20 @@ func TestReadinessCRDDeleted(t *testing.T) {
 // does not reconnect anything). When the path comes back, /readyz returns
 // to 200 and changes made meanwhile converge.
 func TestReadinessAPIServerUnreachable(t *testing.T) {
-	ns := newNamespace(t)
-	relay, kc := startRelay(t)
-	p := startControllerAs(t, kc, "--namespace", ns)
+	ns := suite.NewNamespace(t)
+	relay, kc := suite.StartRelay(t)
+	p := suite.StartControllerAs(t, kc, "--namespace", ns)
 	t.Cleanup(relay.Restore) // before the controller is stopped, so it can exit cleanly
-	waitReady(t, p)
-	runningPod(t, ns, "p0", []string{"10.244.74.1"}, onNode("node-1"))
-	waitMirrorIPs(t, ns, "p0", "10.244.74.1")
+	framework.WaitReady(t, p)
+	suite.RunningPod(t, ns, "p0", []string{"10.244.74.1"}, framework.OnNode("node-1"))
+	suite.WaitMirrorIPs(t, ns, "p0", "10.244.74.1")
 	readyzOK(t, p, "before the partition")
 
 	blackholed := time.Now()
 	if n := relay.Blackhole(); n == 0 {
 		t.Fatal("the controller had no connection open through the relay; the blackhole would test nothing")
 	}
-	setPodIPs(t, ns, "p0", corev1.PodRunning, "10.244.74.2") // directly, not through the relay
+	suite.SetPodIPs(t, ns, "p0", corev1.PodRunning, "10.244.74.2") // directly, not through the relay
 
 	notReady, lastOK, unready := waitUnreachableReported(t, p, blackholed, 2*time.Minute, "while partitioned")
 	// No request can have failed for longer than it has been out since the
@@ -309,7 +310,7 @@ func TestReadinessAPIServerUnreachable(t *testing.T) {
 		t.Errorf("/readyz reported the API server unreachable %v after the partition began, want no sooner than the 15 s grace", notReady.Round(time.Millisecond))
 	}
 	if !strings.Contains(p.Output(), "Cannot reach the API server") {
-		t.Errorf("the log does not say the API server is unreachable:\n%s", tail(p.Output(), 30))
+		t.Errorf("the log does not say the API server is unreachable:\n%s", framework.Tail(p.Output(), 30))
 	}
 
 	relay.Restore()
@@ -319,8 +320,8 @@ func TestReadinessAPIServerUnreachable(t *testing.T) {
 	// enough for readiness, converging waits for the relists.
 	waitReadyzOK(t, p, 2*time.Minute, "after the restore")
 	readyIn := time.Since(restored)
-	waitConverged(t, 2*time.Minute, nil, ns)
-	if err := p.WaitForOutput(ctxFor(t, 10*time.Second), "The API server answers again"); err != nil {
+	suite.WaitConverged(t, 2*time.Minute, nil, ns)
+	if err := p.WaitForOutput(framework.CtxFor(t, 10*time.Second), "The API server answers again"); err != nil {
 		t.Errorf("the log does not say the API server answers again: %v", err)
 	}
 	if n := strings.Count(p.Output(), "Cannot reach the API server"); n != 1 {
@@ -336,12 +337,12 @@ func TestReadinessAPIServerUnreachable(t *testing.T) {
 // grace, turns 503 after it, and is 200 again once the API server is back;
 // /healthz stays 200 throughout.
 func TestReadinessAPIServerStopped(t *testing.T) {
-	own := startBareControlPlane(t, "controlplane-apiserver-stopped.log")
+	own := suite.StartBareControlPlane(t, "controlplane-apiserver-stopped.log")
 	if err := own.InstallCRD(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	p := startControllerEnv(t, nil, "--kubeconfig", own.Kubeconfig, "--namespace", "default")
-	waitReady(t, p)
+	p := suite.StartControllerEnv(t, nil, "--kubeconfig", own.Kubeconfig, "--namespace", "default")
+	framework.WaitReady(t, p)
 	readyzOK(t, p, "before the API server is stopped")
 
 	down := false

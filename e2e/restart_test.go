@@ -5,35 +5,37 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"example.com/podtoip-controller/e2e/framework"
 )
 
-// TestDeletedWhileDown: pods deleted while the controller is stopped lose
-// their mirrors once it starts again (it reconciles the mirrors it finds,
-// not only pod events).
-func TestDeletedWhileDown(t *testing.T) {
-	ns := newNamespace(t)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
+// TestRestartDeletedWhileDown: pods deleted while the controller is stopped
+// lose their mirrors once it starts again (it reconciles the mirrors it
+// finds, not only pod events).
+func TestRestartDeletedWhileDown(t *testing.T) {
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
 	for i := range 5 {
-		runningPod(t, ns, fmt.Sprintf("p%d", i), []string{fmt.Sprintf("10.244.10.%d", i+1)})
+		suite.RunningPod(t, ns, fmt.Sprintf("p%d", i), []string{fmt.Sprintf("10.244.10.%d", i+1)})
 	}
 	for i := range 5 {
-		waitMirrorIPs(t, ns, fmt.Sprintf("p%d", i), fmt.Sprintf("10.244.10.%d", i+1))
+		suite.WaitMirrorIPs(t, ns, fmt.Sprintf("p%d", i), fmt.Sprintf("10.244.10.%d", i+1))
 	}
 	if code, err := p.Stop(30 * time.Second); err != nil || code != 0 {
 		t.Fatalf("graceful stop: exit %d, %v", code, err)
 	}
 	for i := range 3 {
-		deletePod(t, ns, fmt.Sprintf("p%d", i), false)
+		suite.DeletePod(t, ns, fmt.Sprintf("p%d", i), false)
 	}
 
-	p2 := startController(t, "--namespace", ns)
-	waitReady(t, p2)
+	p2 := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p2)
 	for i := range 3 {
-		waitNoMirror(t, ns, fmt.Sprintf("p%d", i))
+		suite.WaitNoMirror(t, ns, fmt.Sprintf("p%d", i))
 	}
 	for i := 3; i < 5; i++ {
-		waitMirrorIPs(t, ns, fmt.Sprintf("p%d", i), fmt.Sprintf("10.244.10.%d", i+1))
+		suite.WaitMirrorIPs(t, ns, fmt.Sprintf("p%d", i), fmt.Sprintf("10.244.10.%d", i+1))
 	}
 }
 
@@ -42,40 +44,40 @@ func TestDeletedWhileDown(t *testing.T) {
 // checks that reconciles read from the cache (no GETs) and that SIGTERM
 // exits 0.
 func TestRestartInSyncZeroWrites(t *testing.T) {
-	ns := newNamespace(t)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
 	const n = 30
 	for i := range n {
 		ips := []string{fmt.Sprintf("10.244.11.%d", i+1)}
 		if i%10 == 0 {
 			ips = append(ips, fmt.Sprintf("fd00::11:%d", i+1))
 		}
-		runningPod(t, ns, fmt.Sprintf("p%d", i), ips, onNode("node-1"))
+		suite.RunningPod(t, ns, fmt.Sprintf("p%d", i), ips, framework.OnNode("node-1"))
 	}
 	for i := range n {
-		waitMirror(t, ns, fmt.Sprintf("p%d", i), "creation", func(m *mirror) bool { return m != nil })
+		suite.WaitMirror(t, ns, fmt.Sprintf("p%d", i), "creation", func(m *framework.Mirror) bool { return m != nil })
 	}
 	if code, err := p.Stop(30 * time.Second); err != nil || code != 0 {
 		t.Fatalf("graceful stop: exit %d, %v", code, err)
 	}
 
-	before := podtoipRequests(t)
-	p2 := startController(t, "--namespace", ns)
-	waitReady(t, p2)
+	before := suite.PodToIpRequests(t)
+	p2 := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p2)
 	// The restart queued every key before this barrier; the queue is FIFO,
 	// so once the barrier is mirrored every earlier key has been taken, and
 	// a graceful stop waits for any still in flight.
-	runningPod(t, ns, "barrier", []string{"10.244.11.250"})
-	waitMirrorIPs(t, ns, "barrier", "10.244.11.250")
+	suite.RunningPod(t, ns, "barrier", []string{"10.244.11.250"})
+	suite.WaitMirrorIPs(t, ns, "barrier", "10.244.11.250")
 	p2.ExpectExit(0)
 	if err := p2.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	if code, err := p2.Wait(ctxFor(t, 30*time.Second)); err != nil || code != 0 {
+	if code, err := p2.Wait(framework.CtxFor(t, 30*time.Second)); err != nil || code != 0 {
 		t.Fatalf("SIGINT: exit %d, %v", code, err)
 	}
-	delta := podtoipRequests(t).Sub(before)
+	delta := suite.PodToIpRequests(t).Sub(before)
 	if delta.Writes() != 1 || delta["POST 201"] != 1 {
 		t.Errorf("writes to podtoips after an in-sync restart = %v, want only the barrier's create", delta)
 	}

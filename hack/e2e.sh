@@ -6,9 +6,10 @@
 # a lease to expire, a fault to heal. Tests within one process run one after
 # another, because they count the requests their API server receives; two
 # processes with two API servers halve the wall time on two cores without
-# weakening that. The fault and readiness scenarios make one shard, the rest
-# (the simulated cluster, the demo, conflicts, addresses, bad input) the
-# other; they take about the same time.
+# weakening that. The fault and readiness scenarios (fault_*_test.go,
+# readiness_test.go) make one shard, the rest (the simulated cluster, the
+# demo, conflicts, addresses, the command line and startup) the other; they
+# take about the same time.
 #
 # Usage: hack/e2e.sh [go test flags for both shards, e.g. -v]
 set -euo pipefail

@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/yaml"
 
 	"example.com/podtoip-controller/e2e/controlplane"
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 // The address conflict scenarios. They use addresses in 10.251.0.0/16,
@@ -33,13 +33,13 @@ import (
 
 // waitConflict waits until the mirror of ns/name exists and says it is in
 // conflict with exactly holders (none: not in conflict), and returns it.
-func waitConflict(t *testing.T, ns, name string, holders ...string) *mirror {
+func waitConflict(t *testing.T, ns, name string, holders ...string) *framework.Mirror {
 	t.Helper()
 	what := "no conflict"
 	if len(holders) > 0 {
 		what = fmt.Sprintf("conflict with %q", holders)
 	}
-	return waitMirror(t, ns, name, what, func(m *mirror) bool {
+	return suite.WaitMirror(t, ns, name, what, func(m *framework.Mirror) bool {
 		return m != nil && m.Conflict == (len(holders) > 0) && slices.Equal(m.ConflictsWith, holders)
 	})
 }
@@ -49,17 +49,12 @@ func waitConflict(t *testing.T, ns, name string, holders ...string) *mirror {
 // counted on the same object).
 func conflictEvents(t *testing.T, ns, pod string) ([]corev1.Event, int32) {
 	t.Helper()
-	list, err := cp.Kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{
-		FieldSelector: "involvedObject.name=" + pod + ",reason=AddressConflict",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	events := suite.EventsFor(t, ns, pod, "AddressConflict")
 	var n int32
-	for _, e := range list.Items {
+	for _, e := range events {
 		n += max(e.Count, 1)
 	}
-	return list.Items, n
+	return events, n
 }
 
 // waitConflictEvent waits for the AddressConflict Warning event on the pod
@@ -91,31 +86,23 @@ func waitConflictEvent(t *testing.T, ns, pod string, want ...string) {
 // pod of its own, and its events are sent in order, so once the sentinel
 // is there, every event recorded before it is too. The sentinel's object
 // is added to foreign, for the checker.
-func expectEventsRecorded(t *testing.T, ns string, foreign foreignObjects, want int32, pods ...string) {
+func expectEventsRecorded(t *testing.T, ns string, foreign framework.ForeignObjects, want int32, pods ...string) {
 	t.Helper()
 	name := fmt.Sprintf("sentinel-%d", len(foreign))
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "PodToIp",
 		"metadata": map[string]any{"name": name, "namespace": ns}, "podName": name, "podUID": "none", "podAddress": "10.251.255.1"}}
-	created, err := mirrors(ns).Create(t.Context(), obj, metav1.CreateOptions{})
+	created, err := suite.Mirrors(ns).Create(t.Context(), obj, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	foreign[ns+"/"+name] = created.GetResourceVersion()
-	runningPod(t, ns, name, []string{"10.251.255.1"}, hostNetwork()) // hostNetwork: in conflict with nobody
-	waitForEvent(t, ns, name, "PodToIpNotManaged")
+	suite.RunningPod(t, ns, name, []string{"10.251.255.1"}, framework.HostNetwork()) // hostNetwork: in conflict with nobody
+	suite.WaitForEvent(t, ns, name, "PodToIpNotManaged")
 	for _, pod := range pods {
 		if _, n := conflictEvents(t, ns, pod); n != want {
 			t.Errorf("AddressConflict events on pod %s/%s recorded %d times, want %d", ns, pod, n, want)
 		}
 	}
-}
-
-// conflictMetrics returns the gauge of addresses in conflict and the counter
-// of conflicts found, as the controller exports them.
-func conflictMetrics(t *testing.T, p *controlplane.Process) (inConflict, found float64) {
-	t.Helper()
-	m := scrape(t, p)
-	return metric(t, m, "podtoip_controller_conflicting_addresses"), metric(t, m, "podtoip_controller_address_conflicts_total")
 }
 
 // waitConflictMetrics waits until the controller's conflict metrics read
@@ -124,59 +111,11 @@ func waitConflictMetrics(t *testing.T, p *controlplane.Process, inConflict, foun
 	t.Helper()
 	var g, c float64
 	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		g, c = conflictMetrics(t, p)
+		g, c = framework.ConflictMetrics(t, p)
 		return g == inConflict && c == found, nil
 	}); err != nil {
 		t.Fatalf("conflicting_addresses = %v, address_conflicts_total = %v; want %v and %v", g, c, inConflict, found)
 	}
-}
-
-// waitSyncs waits until the controller has reconciled at least n keys
-// since it started.
-func waitSyncs(t *testing.T, p *controlplane.Process, n float64) {
-	t.Helper()
-	var got float64
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		got = metric(t, scrape(t, p), "podtoip_controller_syncs_total", `result="success"`)
-		return got >= n, nil
-	}); err != nil {
-		t.Fatalf("%v reconciles, waited for %v", got, n)
-	}
-}
-
-// syncs returns how many keys the controller has reconciled.
-func syncs(t *testing.T, p *controlplane.Process) float64 {
-	t.Helper()
-	return metric(t, scrape(t, p), "podtoip_controller_syncs_total", `result="success"`)
-}
-
-// expectWrites fails unless the podtoips writes the API server counted
-// since before are exactly want ("PUT" -> n; writes not named must be 0).
-func expectWrites(t *testing.T, before controlplane.Requests, want map[string]float64, why string) {
-	t.Helper()
-	d := podtoipRequests(t).Sub(before)
-	for _, verb := range []string{"POST", "PUT", "DELETE"} {
-		if got := d.Verb(verb); got != want[verb] {
-			t.Errorf("%s: %v PodToIp %s requests, want %v (all requests: %v)", why, got, verb, want[verb], d)
-		}
-	}
-}
-
-// logLines counts the lines of out that contain each of parts (a message
-// and its key/value pairs, which the reconcile's logger separates with the
-// pod's name).
-func logLines(out string, parts ...string) int {
-	n := 0
-next:
-	for _, line := range strings.Split(out, "\n") {
-		for _, p := range parts {
-			if !strings.Contains(line, p) {
-				continue next
-			}
-		}
-		n++
-	}
-	return n
 }
 
 // TestConflictBetweenPods: two live pods with one address. Both mirrors are
@@ -186,15 +125,15 @@ next:
 // change, and a restart, write nothing and report nothing again. Deleting
 // one pod clears the other in one write.
 func TestConflictBetweenPods(t *testing.T) {
-	ns := newNamespace(t)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
 
-	runningPod(t, ns, "first", []string{"10.251.1.1"}, onNode("node-x"))
-	waitMirrorIPs(t, ns, "first", "10.251.1.1")
+	suite.RunningPod(t, ns, "first", []string{"10.251.1.1"}, framework.OnNode("node-x"))
+	suite.WaitMirrorIPs(t, ns, "first", "10.251.1.1")
 	waitConflict(t, ns, "first")
 	// The second is dual-stack; only its IPv4 address is shared.
-	runningPod(t, ns, "second", []string{"10.251.1.1", "fd00::251:1"})
+	suite.RunningPod(t, ns, "second", []string{"10.251.1.1", "fd00::251:1"})
 	waitConflict(t, ns, "first", "Pod "+ns+"/second")
 	waitConflict(t, ns, "second", "Pod "+ns+"/first")
 
@@ -210,53 +149,53 @@ func TestConflictBetweenPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if !hasRow(lines, "first", "first", "10.251.1.1", "node-x", "false", "true") {
+	if !framework.HasRow(lines, "first", "first", "10.251.1.1", "node-x", "false", "true") {
 		t.Errorf("kubectl get ptp does not show the conflict in its column:\n%s", out)
 	}
 
 	waitConflictEvent(t, ns, "first", "10.251.1.1", "Pod "+ns+"/second")
 	waitConflictEvent(t, ns, "second", "10.251.1.1", "Pod "+ns+"/first")
 	waitConflictMetrics(t, p, 1, 1)
-	if n := logLines(p.Output(), `"Address conflict started"`, `address="10.251.1.1"`); n != 1 {
-		t.Errorf("%d log lines say the conflict on 10.251.1.1 started, want 1:\n%s", n, tail(p.Output(), 30))
+	if n := framework.LogLines(p.Output(), `"Address conflict started"`, `address="10.251.1.1"`); n != 1 {
+		t.Errorf("%d log lines say the conflict on 10.251.1.1 started, want 1:\n%s", n, framework.Tail(p.Output(), 30))
 	}
-	waitConverged(t, 30*time.Second, nil, ns)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 
 	// A label added by hand queues the pod's reconcile: nothing to write,
 	// nothing to report again.
-	before, done := podtoipRequests(t), syncs(t, p)
-	if _, err := mirrors(ns).Patch(t.Context(), "first", types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"net"}}}`), metav1.PatchOptions{}); err != nil {
+	before, done := suite.PodToIpRequests(t), framework.Syncs(t, p)
+	if _, err := suite.Mirrors(ns).Patch(t.Context(), "first", types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"net"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitSyncs(t, p, done+1)
-	expectWrites(t, before, nil, "a reconcile with the conflict unchanged")
-	foreign := foreignObjects{}
+	framework.WaitSyncs(t, p, done+1)
+	suite.ExpectWrites(t, before, nil, "a reconcile with the conflict unchanged")
+	foreign := framework.ForeignObjects{}
 	expectEventsRecorded(t, ns, foreign, 1, "first", "second")
 
 	// A restart with everything in sync: no write, no second event.
 	if code, err := p.Stop(30 * time.Second); err != nil || code != 0 {
 		t.Fatalf("graceful stop: exit %d, %v", code, err)
 	}
-	before = podtoipRequests(t)
-	p = startController(t, "--namespace", ns)
-	waitReady(t, p)
-	waitSyncs(t, p, 2)
+	before = suite.PodToIpRequests(t)
+	p = suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+	framework.WaitSyncs(t, p, 2)
 	waitConflictMetrics(t, p, 1, 1)
-	expectWrites(t, before, nil, "a restart with the conflict marked")
+	suite.ExpectWrites(t, before, nil, "a restart with the conflict marked")
 	expectEventsRecorded(t, ns, foreign, 1, "first", "second")
 
 	// Deleting one pod (it turns terminating: nothing here plays the
 	// kubelet that would finish the deletion) clears the other in one
 	// write, and removes its own mirror.
-	before = podtoipRequests(t)
-	deletePod(t, ns, "second", false)
-	waitNoMirror(t, ns, "second")
+	before = suite.PodToIpRequests(t)
+	suite.DeletePod(t, ns, "second", false)
+	suite.WaitNoMirror(t, ns, "second")
 	waitConflict(t, ns, "first")
 	waitConflictMetrics(t, p, 0, 1)
-	waitConverged(t, 30*time.Second, foreign, ns)
-	expectWrites(t, before, map[string]float64{"PUT": 1, "DELETE": 1}, "the conflict ending with a pod's deletion")
-	if n := logLines(p.Output(), `"Address conflict ended"`, `address="10.251.1.1"`); n != 1 {
-		t.Errorf("%d log lines say the conflict on 10.251.1.1 ended, want 1:\n%s", n, tail(p.Output(), 30))
+	suite.WaitConverged(t, 30*time.Second, foreign, ns)
+	suite.ExpectWrites(t, before, map[string]float64{"PUT": 1, "DELETE": 1}, "the conflict ending with a pod's deletion")
+	if n := framework.LogLines(p.Output(), `"Address conflict ended"`, `address="10.251.1.1"`); n != 1 {
+		t.Errorf("%d log lines say the conflict on 10.251.1.1 ended, want 1:\n%s", n, framework.Tail(p.Output(), 30))
 	}
 	expectEventsRecorded(t, ns, foreign, 1, "first", "second")
 }
@@ -290,27 +229,27 @@ func createService(t *testing.T, ns, name, clusterIP string) *corev1.Service {
 // API server's IPAddress object names it), and no longer once the Service
 // is deleted.
 func TestConflictServiceClusterIP(t *testing.T) {
-	ns := newNamespace(t)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
 	// An address of the control plane's Service range (10.0.0.0/24).
 	const ip = "10.0.0.201"
-	runningPod(t, ns, "squatter", []string{ip})
-	waitMirrorIPs(t, ns, "squatter", ip)
+	suite.RunningPod(t, ns, "squatter", []string{ip})
+	suite.WaitMirrorIPs(t, ns, "squatter", ip)
 	waitConflict(t, ns, "squatter")
 
 	createService(t, ns, "web", ip)
 	waitConflict(t, ns, "squatter", "Service "+ns+"/web")
 	waitConflictEvent(t, ns, "squatter", ip, "Service "+ns+"/web")
 	waitConflictMetrics(t, p, 1, 1)
-	waitConverged(t, 30*time.Second, nil, ns)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 
 	if err := cp.Kube.CoreV1().Services(ns).Delete(t.Context(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitConflict(t, ns, "squatter")
 	waitConflictMetrics(t, p, 0, 1)
-	waitConverged(t, 30*time.Second, nil, ns)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 }
 
 // createNode registers a Node with these addresses (an InternalIP each,
@@ -344,25 +283,25 @@ func setNodeAddresses(t *testing.T, node *corev1.Node, ips ...string) {
 // by design: they are in conflict with nobody, and nobody with them. When
 // the node's address changes, the conflict ends.
 func TestConflictNodeAddress(t *testing.T) {
-	ns := newNamespace(t)
+	ns := suite.NewNamespace(t)
 	node := "conflict-" + ns
 	createNode(t, node, "10.251.3.1")
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
 
-	runningPod(t, ns, "squatter", []string{"10.251.3.1"}, onNode("elsewhere"))
+	suite.RunningPod(t, ns, "squatter", []string{"10.251.3.1"}, framework.OnNode("elsewhere"))
 	waitConflict(t, ns, "squatter", "Node "+node)
 	waitConflictEvent(t, ns, "squatter", "10.251.3.1", "Node "+node)
 	for _, name := range []string{"host-0", "host-1"} {
-		runningPod(t, ns, name, []string{"10.251.3.1"}, onNode(node), hostNetwork())
-		waitMirrorIPs(t, ns, name, "10.251.3.1")
+		suite.RunningPod(t, ns, name, []string{"10.251.3.1"}, framework.OnNode(node), framework.HostNetwork())
+		suite.WaitMirrorIPs(t, ns, name, "10.251.3.1")
 	}
 	// The checker judges every mirror, the hostNetwork ones and squatter's
 	// (which must still name only the node) included.
-	waitConverged(t, 30*time.Second, nil, ns)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 	for _, name := range []string{"host-0", "host-1"} {
-		if m := waitMirrorIPs(t, ns, name, "10.251.3.1"); m.Conflict || len(m.ConflictsWith) != 0 || !m.HostNetwork {
-			t.Errorf("hostNetwork pod %s on its node's address: %s, want no conflict", name, describe(m))
+		if m := suite.WaitMirrorIPs(t, ns, name, "10.251.3.1"); m.Conflict || len(m.ConflictsWith) != 0 || !m.HostNetwork {
+			t.Errorf("hostNetwork pod %s on its node's address: %s, want no conflict", name, framework.Describe(m))
 		}
 		if events, _ := conflictEvents(t, ns, name); len(events) != 0 {
 			t.Errorf("hostNetwork pod %s got AddressConflict events: %+v", name, events)
@@ -377,108 +316,42 @@ func TestConflictNodeAddress(t *testing.T) {
 	setNodeAddresses(t, n, "10.251.3.2")
 	waitConflict(t, ns, "squatter")
 	waitConflictMetrics(t, p, 0, 1)
-	waitConverged(t, 30*time.Second, nil, ns)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 }
 
 // TestConflictNotWithFinishedOrTerminatingPods: a pod that finished, or is
 // terminating, may already have lost its address to another pod: the new
 // holder is not in conflict with it, and no conflict is ever found.
 func TestConflictNotWithFinishedOrTerminatingPods(t *testing.T) {
-	ns := newNamespace(t)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
 
-	runningPod(t, ns, "done", []string{"10.251.4.1"})
-	waitMirrorIPs(t, ns, "done", "10.251.4.1")
-	setPodIPs(t, ns, "done", corev1.PodSucceeded, "10.251.4.1")
-	waitNoMirror(t, ns, "done")
-	runningPod(t, ns, "next", []string{"10.251.4.1"})
+	suite.RunningPod(t, ns, "done", []string{"10.251.4.1"})
+	suite.WaitMirrorIPs(t, ns, "done", "10.251.4.1")
+	suite.SetPodIPs(t, ns, "done", corev1.PodSucceeded, "10.251.4.1")
+	suite.WaitNoMirror(t, ns, "done")
+	suite.RunningPod(t, ns, "next", []string{"10.251.4.1"})
 
-	runningPod(t, ns, "leaving", []string{"10.251.4.2"})
-	waitMirrorIPs(t, ns, "leaving", "10.251.4.2")
-	deletePod(t, ns, "leaving", false) // stays terminating: no kubelet here
-	waitNoMirror(t, ns, "leaving")
-	runningPod(t, ns, "successor", []string{"10.251.4.2"})
+	suite.RunningPod(t, ns, "leaving", []string{"10.251.4.2"})
+	suite.WaitMirrorIPs(t, ns, "leaving", "10.251.4.2")
+	suite.DeletePod(t, ns, "leaving", false) // stays terminating: no kubelet here
+	suite.WaitNoMirror(t, ns, "leaving")
+	suite.RunningPod(t, ns, "successor", []string{"10.251.4.2"})
 
 	waitConflict(t, ns, "next")
 	waitConflict(t, ns, "successor")
-	waitConverged(t, 30*time.Second, nil, ns)
-	if g, c := conflictMetrics(t, p); g != 0 || c != 0 {
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
+	if g, c := framework.ConflictMetrics(t, p); g != 0 || c != 0 {
 		t.Errorf("conflicting_addresses = %v, address_conflicts_total = %v; want 0 and 0", g, c)
 	}
 	if strings.Contains(p.Output(), "Address conflict started") {
-		t.Errorf("a conflict was logged:\n%s", tail(p.Output(), 30))
+		t.Errorf("a conflict was logged:\n%s", framework.Tail(p.Output(), 30))
 	}
 	for _, pod := range []string{"done", "next", "leaving", "successor"} {
 		if events, _ := conflictEvents(t, ns, pod); len(events) != 0 {
 			t.Errorf("pod %s got AddressConflict events: %+v", pod, events)
 		}
-	}
-}
-
-// watchConflicts watches every PodToIp of namespace ns (all if "") on on
-// from now until the returned stop is called, which returns the versions
-// that said conflict=true and how many versions it saw in all.
-func watchConflicts(t *testing.T, on *controlplane.ControlPlane, ns string) (stop func() (flagged []string, versions int)) {
-	t.Helper()
-	list, err := on.Dynamic.Resource(ptpGVR).Namespace(ns).List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		found []string
-		seen  int
-	)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		rv := list.GetResourceVersion()
-		for {
-			w, err := on.Dynamic.Resource(ptpGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-			if err != nil {
-				done <- err
-				return
-			}
-			for ev := range w.ResultChan() {
-				u, ok := ev.Object.(*unstructured.Unstructured)
-				if ev.Type == watch.Error || !ok {
-					w.Stop()
-					if ctx.Err() != nil {
-						done <- nil // stopped by the test
-					} else {
-						done <- fmt.Errorf("watch error: %v", ev.Object)
-					}
-					return
-				}
-				rv = u.GetResourceVersion()
-				if ev.Type == watch.Bookmark {
-					continue
-				}
-				conflict, _, _ := unstructured.NestedBool(u.Object, "conflict")
-				mu.Lock()
-				seen++
-				if conflict {
-					with, _, _ := unstructured.NestedStringSlice(u.Object, "conflictsWith")
-					found = append(found, fmt.Sprintf("%s %s/%s with %q", ev.Type, u.GetNamespace(), u.GetName(), with))
-				}
-				mu.Unlock()
-			}
-			if ctx.Err() != nil {
-				done <- nil
-				return
-			}
-		}
-	}()
-	return func() ([]string, int) {
-		t.Helper()
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("watching PodToIps: %v", err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return found, seen
 	}
 }
 
@@ -492,10 +365,10 @@ func watchConflicts(t *testing.T, on *controlplane.ControlPlane, ns string) (sto
 // phase Succeeded or Failed) immediately before the next pod gets its
 // address, all ten at once. No PodToIp may ever say conflict=true.
 func TestConflictNeverWhileOldHoldersLinger(t *testing.T) {
-	ns := newNamespace(t)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
-	stop := watchConflicts(t, cp, ns)
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+	stop := suite.WatchConflicts(t, ns)
 
 	const addrs, generations = 10, 30
 	pods := cp.Kube.CoreV1().Pods(ns)
@@ -512,7 +385,7 @@ func TestConflictNeverWhileOldHoldersLinger(t *testing.T) {
 			for g := range generations {
 				name := fmt.Sprintf("a%d-g%d", a, g)
 				pod, err := pods.Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: pauseImage}}}}, metav1.CreateOptions{})
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: framework.PauseImage}}}}, metav1.CreateOptions{})
 				if err == nil {
 					pod, err = setPhase(t.Context(), pod, corev1.PodRunning, ip)
 				}
@@ -538,7 +411,7 @@ func TestConflictNeverWhileOldHoldersLinger(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	waitConverged(t, time.Minute, nil, ns)
+	suite.WaitConverged(t, time.Minute, nil, ns)
 	flagged, versions := stop()
 	t.Logf("%d addresses passed through %d pods each; %d PodToIp versions watched", addrs, generations, versions)
 	if versions < addrs*generations {
@@ -547,7 +420,7 @@ func TestConflictNeverWhileOldHoldersLinger(t *testing.T) {
 	if len(flagged) > 0 {
 		t.Errorf("%d PodToIp versions said conflict=true, e.g. %q", len(flagged), flagged[:min(5, len(flagged))])
 	}
-	if g, found := conflictMetrics(t, p); g != 0 || found != 0 {
+	if g, found := framework.ConflictMetrics(t, p); g != 0 || found != 0 {
 		t.Errorf("conflicting_addresses = %v, address_conflicts_total = %v; want 0 and 0", g, found)
 	}
 }
@@ -559,13 +432,13 @@ func TestConflictNeverWhileOldHoldersLinger(t *testing.T) {
 // off and which grant turns it on; and, once that grant is there, turn the
 // checks on by itself.
 func TestConflictChecksOffWithoutRBAC(t *testing.T) {
-	ns := newNamespace(t)
+	ns := suite.NewNamespace(t)
 	user := "conflict-rbac-" + ns
 	kc, _, err := cp.AddUser(user)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shipped := shippedClusterRole(t)
+	shipped := suite.ShippedClusterRole(t)
 	var core, extra []rbacv1.PolicyRule
 	for _, r := range shipped.Rules {
 		if slices.Contains(r.Resources, "nodes") || slices.Contains(r.Resources, "ipaddresses") {
@@ -601,22 +474,22 @@ func TestConflictChecksOffWithoutRBAC(t *testing.T) {
 	node := "conflict-" + ns
 	createNode(t, node, "10.251.6.9")
 
-	p := startControllerAs(t, kc, "--namespace", ns, "--startup-timeout=30s")
-	waitReady(t, p)
+	p := suite.StartControllerAs(t, kc, "--namespace", ns, "--startup-timeout=30s")
+	framework.WaitReady(t, p)
 	// The only calls refused are the two informers' (a list, after a watch
 	// asking for the initial state, at each attempt).
 	refused := func() float64 {
 		t.Helper()
-		v, _ := sumSeries(scrape(t, p), "rest_client_requests_total", `code="403"`)
+		v, _ := framework.SumSeries(framework.Scrape(t, p), "rest_client_requests_total", `code="403"`)
 		return v
 	}
 	refusedBefore := refused()
-	runningPod(t, ns, "a", []string{"10.251.6.1"})
-	runningPod(t, ns, "b", []string{"10.251.6.1"})
-	runningPod(t, ns, "on-node-address", []string{"10.251.6.9"})
+	suite.RunningPod(t, ns, "a", []string{"10.251.6.1"})
+	suite.RunningPod(t, ns, "b", []string{"10.251.6.1"})
+	suite.RunningPod(t, ns, "on-node-address", []string{"10.251.6.9"})
 	waitConflict(t, ns, "a", "Pod "+ns+"/b")
 	waitConflict(t, ns, "b", "Pod "+ns+"/a")
-	waitMirrorIPs(t, ns, "on-node-address", "10.251.6.9")
+	suite.WaitMirrorIPs(t, ns, "on-node-address", "10.251.6.9")
 	waitConflict(t, ns, "on-node-address") // the node check is off
 
 	// The informers retry their lists; the message is not repeated.
@@ -631,29 +504,29 @@ func TestConflictChecksOffWithoutRBAC(t *testing.T) {
 		`"Address conflict check against Service ClusterIPs is off: the API server refuses to list ipaddresses.networking.k8s.io; grant list and watch on ipaddresses.networking.k8s.io (see the ClusterRole in artifacts/rbac.yaml)`,
 	} {
 		if n := strings.Count(out, want); n != 1 {
-			t.Errorf("the log says %d times %s, want once:\n%s", n, want, tail(out, 30))
+			t.Errorf("the log says %d times %s, want once:\n%s", n, want, framework.Tail(out, 30))
 		}
 	}
-	m := scrape(t, p)
+	m := framework.Scrape(t, p)
 	for _, check := range []string{"nodes", "services"} {
-		if v := metric(t, m, "podtoip_controller_conflict_check_enabled", `check="`+check+`"`); v != 0 {
+		if v := framework.Metric(t, m, "podtoip_controller_conflict_check_enabled", `check="`+check+`"`); v != 0 {
 			t.Errorf("conflict_check_enabled{check=%q} = %v, want 0", check, v)
 		}
 	}
 	if strings.Contains(out, "Failed to watch") {
-		t.Errorf("the refused lists were logged as informer failures besides the one message:\n%s", tail(out, 30))
+		t.Errorf("the refused lists were logged as informer failures besides the one message:\n%s", framework.Tail(out, 30))
 	}
 
 	// Granted, the checks turn on by themselves (at the informers' next
 	// retry, which backs off to at most about a minute).
 	bindRole("podtoip-extra-"+ns, extra)
 	for _, what := range []string{"Node addresses", "Service ClusterIPs"} {
-		if err := p.WaitForOutput(ctxFor(t, 2*time.Minute), `"Address conflict check against `+what+` is on"`); err != nil {
-			t.Fatalf("the check against %s did not turn on once granted: %v\n%s", what, err, tail(p.Output(), 30))
+		if err := p.WaitForOutput(framework.CtxFor(t, 2*time.Minute), `"Address conflict check against `+what+` is on"`); err != nil {
+			t.Fatalf("the check against %s did not turn on once granted: %v\n%s", what, err, framework.Tail(p.Output(), 30))
 		}
 	}
 	waitConflict(t, ns, "on-node-address", "Node "+node)
-	waitConverged(t, 30*time.Second, nil, ns)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 }
 
 // promQLName matches the identifiers of a PromQL expression.
@@ -713,11 +586,11 @@ func TestConflictAlertRuleNamesExportedSeries(t *testing.T) {
 		t.Fatalf("prometheusrule.yaml: %v (kind %q)", err, rule.Kind)
 	}
 
-	ns := newNamespace(t)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
 	exported := map[string]bool{}
-	for series := range scrape(t, p) {
+	for series := range framework.Scrape(t, p) {
 		name, _, _ := strings.Cut(series, "{")
 		exported[name] = true
 	}
@@ -810,7 +683,7 @@ func waitCheckEnabled(t *testing.T, p *controlplane.Process, check string) {
 	t.Helper()
 	var v float64
 	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		v = metric(t, scrape(t, p), "podtoip_controller_conflict_check_enabled", `check="`+check+`"`)
+		v = framework.Metric(t, framework.Scrape(t, p), "podtoip_controller_conflict_check_enabled", `check="`+check+`"`)
 		return v == 1, nil
 	}); err != nil {
 		t.Fatalf("conflict_check_enabled{check=%q} = %v, want 1", check, v)
@@ -823,32 +696,32 @@ func waitCheckEnabled(t *testing.T, p *controlplane.Process, check string) {
 // another node, with that address is in conflict with both the node and
 // the first pod, and the first pod with it alone.
 func TestConflictPodOnItsOwnNode(t *testing.T) {
-	ns := newNamespace(t)
+	ns := suite.NewNamespace(t)
 	const ip = "10.251.8.1"
 	node := "fargate-ip-10-251-8-1-" + ns
 	createNode(t, node, ip)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
 	waitCheckEnabled(t, p, "nodes")
 
-	runningPod(t, ns, "fargate", []string{ip}, onNode(node))
-	waitMirrorIPs(t, ns, "fargate", ip)
+	suite.RunningPod(t, ns, "fargate", []string{ip}, framework.OnNode(node))
+	suite.WaitMirrorIPs(t, ns, "fargate", ip)
 	if m := waitConflict(t, ns, "fargate"); m.NodeName != node {
-		t.Errorf("mirror of pod fargate: %s, want node %s", describe(m), node)
+		t.Errorf("mirror of pod fargate: %s, want node %s", framework.Describe(m), node)
 	}
-	foreign := foreignObjects{}
+	foreign := framework.ForeignObjects{}
 	expectEventsRecorded(t, ns, foreign, 0, "fargate")
-	if g, c := conflictMetrics(t, p); g != 0 || c != 0 {
+	if g, c := framework.ConflictMetrics(t, p); g != 0 || c != 0 {
 		t.Errorf("conflicting_addresses = %v, address_conflicts_total = %v with a pod on its own node's address; want 0 and 0", g, c)
 	}
 	if strings.Contains(p.Output(), "Address conflict started") {
-		t.Errorf("a conflict was logged for a pod on its own node's address:\n%s", tail(p.Output(), 30))
+		t.Errorf("a conflict was logged for a pod on its own node's address:\n%s", framework.Tail(p.Output(), 30))
 	}
-	waitConverged(t, 30*time.Second, foreign, ns)
+	suite.WaitConverged(t, 30*time.Second, foreign, ns)
 
 	// Another pod, on another node, takes the address: it is in conflict
 	// with the node and the pod holding it; the first pod with it alone.
-	runningPod(t, ns, "intruder", []string{ip}, onNode("other-"+node))
+	suite.RunningPod(t, ns, "intruder", []string{ip}, framework.OnNode("other-"+node))
 	waitConflict(t, ns, "intruder", "Node "+node, "Pod "+ns+"/fargate")
 	waitConflict(t, ns, "fargate", "Pod "+ns+"/intruder")
 	waitConflictEvent(t, ns, "intruder", ip, "Node "+node, "Pod "+ns+"/fargate")
@@ -858,11 +731,11 @@ func TestConflictPodOnItsOwnNode(t *testing.T) {
 
 	// The intruder goes: the pod on its own node is in conflict with
 	// nobody again.
-	deletePod(t, ns, "intruder", true)
-	waitNoMirror(t, ns, "intruder")
+	suite.DeletePod(t, ns, "intruder", true)
+	suite.WaitNoMirror(t, ns, "intruder")
 	waitConflict(t, ns, "fargate")
 	waitConflictMetrics(t, p, 0, 1)
-	waitConverged(t, 30*time.Second, foreign, ns)
+	suite.WaitConverged(t, 30*time.Second, foreign, ns)
 }
 
 // TestConflictServiceHolderAlwaysValid: an IPAddress is written by
@@ -874,16 +747,16 @@ func TestConflictPodOnItsOwnNode(t *testing.T) {
 // pods: an entry the CRD refused would make every write of such a mirror
 // fail with 422, leaving it stale.
 func TestConflictServiceHolderAlwaysValid(t *testing.T) {
-	ns := newNamespace(t)
+	ns := suite.NewNamespace(t)
 	const ip = "10.96.7.7"
 	const holder = "Service -/with%20space"
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
 	waitCheckEnabled(t, p, "services")
 
-	before := podtoipRequests(t)
-	runningPod(t, ns, "squatter", []string{ip})
-	first := waitMirrorIPs(t, ns, "squatter", ip)
+	before := suite.PodToIpRequests(t)
+	suite.RunningPod(t, ns, "squatter", []string{ip})
+	first := suite.WaitMirrorIPs(t, ns, "squatter", ip)
 	waitConflict(t, ns, "squatter")
 
 	// The Service's address, as an allocator other than the API server's
@@ -904,30 +777,30 @@ func TestConflictServiceHolderAlwaysValid(t *testing.T) {
 	waitConflictMetrics(t, p, 1, 1)
 
 	// A mirror created naming the Service, and the first one updated.
-	runningPod(t, ns, "newcomer", []string{ip})
+	suite.RunningPod(t, ns, "newcomer", []string{ip})
 	waitConflict(t, ns, "newcomer", "Pod "+ns+"/squatter", holder)
 	waitConflict(t, ns, "squatter", "Pod "+ns+"/newcomer", holder)
 	waitConflictEvent(t, ns, "newcomer", ip, "Pod "+ns+"/squatter", holder)
-	deletePod(t, ns, "newcomer", true)
-	waitNoMirror(t, ns, "newcomer")
+	suite.DeletePod(t, ns, "newcomer", true)
+	suite.WaitNoMirror(t, ns, "newcomer")
 	waitConflict(t, ns, "squatter", holder)
 
 	// The pod's addresses change twice: the mirror follows, in place, the
 	// first time still naming the Service, the second time in conflict
 	// with nobody.
-	setPodIPs(t, ns, "squatter", corev1.PodRunning, ip, "fd00::96:7:7")
-	waitMirrorIPs(t, ns, "squatter", ip, "fd00::96:7:7")
+	suite.SetPodIPs(t, ns, "squatter", corev1.PodRunning, ip, "fd00::96:7:7")
+	suite.WaitMirrorIPs(t, ns, "squatter", ip, "fd00::96:7:7")
 	waitConflict(t, ns, "squatter", holder)
-	waitConverged(t, 30*time.Second, nil, ns)
-	setPodIPs(t, ns, "squatter", corev1.PodRunning, "10.251.9.2")
-	if last := waitMirrorIPs(t, ns, "squatter", "10.251.9.2"); last.UID != first.UID {
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
+	suite.SetPodIPs(t, ns, "squatter", corev1.PodRunning, "10.251.9.2")
+	if last := suite.WaitMirrorIPs(t, ns, "squatter", "10.251.9.2"); last.UID != first.UID {
 		t.Errorf("the mirror was recreated (uid %s -> %s), want updates in place", first.UID, last.UID)
 	}
 	waitConflict(t, ns, "squatter")
 	waitConflictMetrics(t, p, 0, 1)
-	waitIdle(t, p)
+	framework.WaitIdle(t, p, 10*time.Second)
 
-	d := podtoipRequests(t).Sub(before)
+	d := suite.PodToIpRequests(t).Sub(before)
 	for k, v := range d {
 		if strings.HasSuffix(k, " 422") {
 			t.Errorf("the API server refused %v PodToIp writes (%s): %v", v, k, d)
@@ -936,9 +809,9 @@ func TestConflictServiceHolderAlwaysValid(t *testing.T) {
 	// squatter: created, then updated five times (the Service found;
 	// newcomer came; newcomer went; its IPs, twice); newcomer: created and
 	// deleted.
-	expectWrites(t, before, map[string]float64{"POST": 2, "PUT": 5, "DELETE": 1}, "two mirrors naming an oddly named Service")
-	if c := countersOf(t, p); c.syncErrors != 0 {
-		t.Errorf("%v reconciles failed:\n%s", c.syncErrors, tail(p.Output(), 30))
+	suite.ExpectWrites(t, before, map[string]float64{"POST": 2, "PUT": 5, "DELETE": 1}, "two mirrors naming an oddly named Service")
+	if c := framework.CountersOf(t, p); c.SyncErrors != 0 {
+		t.Errorf("%v reconciles failed:\n%s", c.SyncErrors, framework.Tail(p.Output(), 30))
 	}
 }
 
@@ -994,20 +867,6 @@ func conflictEventsIn(t *testing.T, ns string) ([]corev1.Event, int32) {
 	return list.Items, n
 }
 
-// waitQuiet waits, up to within, until the controller's queue is empty and
-// every key added to it was reconciled (see waitIdle).
-func waitQuiet(t *testing.T, p *controlplane.Process, within time.Duration) controllerCounters {
-	t.Helper()
-	var c controllerCounters
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(context.Context) (bool, error) {
-		c = countersOf(t, p)
-		return c.depth == 0 && c.adds == c.syncs, nil
-	}); err != nil {
-		t.Fatalf("controller did not become idle within %v: %+v", within, c)
-	}
-	return c
-}
-
 // TestConflictLargeGroupOnOneAddress: a broken IPAM hands one address to
 // 2,000 pods. Every mirror says conflict=true and lists the 16 oldest other
 // holders (conflictsWith is bounded); the controller's work is measured.
@@ -1021,18 +880,18 @@ func TestConflictLargeGroupOnOneAddress(t *testing.T) {
 		inFlight = 32
 		ip       = "10.251.10.1"
 	)
-	ns := newNamespace(t)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
 	pid := p.Cmd.Process.Pid
 
-	m0 := scrape(t, p)
+	m0 := framework.Scrape(t, p)
 	writes0 := func(m map[string]float64, op string) float64 {
-		v, _ := sumSeries(m, "podtoip_controller_writes_total", `operation="`+op+`"`)
+		v, _ := framework.SumSeries(m, "podtoip_controller_writes_total", `operation="`+op+`"`)
 		return v
 	}
 	creates0, updates0 := writes0(m0, "create"), writes0(m0, "update")
-	requests0 := podtoipRequests(t)
+	requests0 := suite.PodToIpRequests(t)
 	eventRequests0, err := cp.ResourceRequests(t.Context(), "events")
 	if err != nil {
 		t.Fatal(err)
@@ -1045,7 +904,7 @@ func TestConflictLargeGroupOnOneAddress(t *testing.T) {
 	pods := cp.Kube.CoreV1().Pods(ns)
 	inParallel(t, n, inFlight, func(ctx context.Context, i int) error {
 		pod, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%04d", i)},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: pauseImage}}}}, metav1.CreateOptions{})
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: framework.PauseImage}}}}, metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
@@ -1090,20 +949,20 @@ func TestConflictLargeGroupOnOneAddress(t *testing.T) {
 	var good int
 	var example string
 	if err := wait.PollUntilContextTimeout(t.Context(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		ms, err := mirrors(ns).List(ctx, metav1.ListOptions{})
+		ms, err := suite.Mirrors(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
 		}
 		good, example = 0, ""
 		for i := range ms.Items {
-			m, err := toMirror(&ms.Items[i])
+			m, err := framework.ToMirror(&ms.Items[i])
 			if err != nil {
 				return false, err
 			}
 			if m.Conflict && m.PodAddress == ip && slices.Equal(m.ConflictsWith, oldest(m.Name, listed)) {
 				good++
 			} else if example == "" {
-				example = m.Name + ": " + describe(m)
+				example = m.Name + ": " + framework.Describe(m)
 			}
 		}
 		return good == n, nil
@@ -1111,39 +970,39 @@ func TestConflictLargeGroupOnOneAddress(t *testing.T) {
 		t.Fatalf("%d of %d mirrors have conflict=true and the %d oldest other holders; e.g. %s", good, n, listed, example)
 	}
 	converged := time.Since(start)
-	c := waitQuiet(t, p, 2*time.Minute)
+	c := framework.WaitIdle(t, p, 2*time.Minute)
 	idle := time.Since(start)
-	waitConverged(t, 30*time.Second, nil, ns)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 	cpu := cpuSeconds(t, pid) - cpu0
-	m1 := scrape(t, p)
+	m1 := framework.Scrape(t, p)
 	creates, updates := writes0(m1, "create")-creates0, writes0(m1, "update")-updates0
-	server := podtoipRequests(t).Sub(requests0)
+	server := suite.PodToIpRequests(t).Sub(requests0)
 	events, recorded := conflictEventsIn(t, ns)
 	t.Logf("%d pods on one address: mirrors converged %v after the first pod was created (%v after the last got the address), controller idle after %v; "+
 		"controller: %v creates, %v updates, %v reconciles, %.2f CPU s; API server: %v PodToIp POST, %v PUT (%v); %d AddressConflict events recorded %d times so far (more may be on their way)",
 		n, converged.Round(time.Millisecond), (converged - setup).Round(time.Millisecond), idle.Round(time.Millisecond),
-		creates, updates, c.syncs, cpu, server.Verb("POST"), server.Verb("PUT"), server, len(events), recorded)
+		creates, updates, c.Syncs, cpu, server.Verb("POST"), server.Verb("PUT"), server, len(events), recorded)
 	if creates != n || server.Verb("POST") != n {
 		t.Errorf("%v creates counted by the controller, %v PodToIp POSTs by the API server; want %d each (one per pod)", creates, server.Verb("POST"), n)
 	}
-	if c.syncErrors != 0 {
-		t.Errorf("%v reconciles failed:\n%s", c.syncErrors, tail(p.Output(), 30))
+	if c.SyncErrors != 0 {
+		t.Errorf("%v reconciles failed:\n%s", c.SyncErrors, framework.Tail(p.Output(), 30))
 	}
 	const scenario = "conflict large group (2000 pods, one address): "
-	recordFigure(t, figure{Name: scenario + "convergence", Value: seconds(converged), Unit: "s",
-		Measures: fmt.Sprintf("from the first pod's creation to every mirror showing the conflict with the 16 oldest holders; creating the pods and setting their address (%d in flight) took %.1f s of it", inFlight, seconds(setup))})
-	recordFigure(t, figure{Name: scenario + "controller CPU", Value: float64(int(cpu*100+0.5)) / 100, Unit: "s",
+	suite.RecordFigure(t, framework.Figure{Name: scenario + "convergence", Value: framework.Seconds(converged), Unit: "s",
+		Measures: fmt.Sprintf("from the first pod's creation to every mirror showing the conflict with the 16 oldest holders; creating the pods and setting their address (%d in flight) took %.1f s of it", inFlight, framework.Seconds(setup))})
+	suite.RecordFigure(t, framework.Figure{Name: scenario + "controller CPU", Value: float64(int(cpu*100+0.5)) / 100, Unit: "s",
 		Measures: "the controller's user+system CPU time (/proc/PID/stat) from before the first pod to the queue drained after convergence"})
-	recordFigure(t, figure{Name: scenario + "PodToIp creates", Value: creates, Unit: "count", Measures: "the controller's writes_total{operation=create}"})
-	recordFigure(t, figure{Name: scenario + "PodToIp updates", Value: updates, Unit: "count", Measures: "the controller's writes_total{operation=update}"})
+	suite.RecordFigure(t, framework.Figure{Name: scenario + "PodToIp creates", Value: creates, Unit: "count", Measures: "the controller's writes_total{operation=create}"})
+	suite.RecordFigure(t, framework.Figure{Name: scenario + "PodToIp updates", Value: updates, Unit: "count", Measures: "the controller's writes_total{operation=update}"})
 
 	// The events of the setup reach the API server after their reconciles:
 	// a sentinel event, sent after all of them, bounds them before the
 	// newcomer is counted.
-	foreign := foreignObjects{}
+	foreign := framework.ForeignObjects{}
 	expectEventsRecorded(t, ns, foreign, 0)
 	events, recorded = conflictEventsIn(t, ns)
-	recordFigure(t, figure{Name: scenario + "AddressConflict events", Value: float64(recorded), Unit: "count",
+	suite.RecordFigure(t, framework.Figure{Name: scenario + "AddressConflict events", Value: float64(recorded), Unit: "count",
 		Measures: "AddressConflict events in the namespace (with their counts) once all were sent"})
 	warned := map[string]bool{}
 	for _, e := range events {
@@ -1160,29 +1019,29 @@ func TestConflictLargeGroupOnOneAddress(t *testing.T) {
 		recorded, len(warned), n, eventRequests.Sub(eventRequests0), creates-1, updates)
 
 	// One more.
-	c0 := waitQuiet(t, p, time.Minute)
-	m0 = scrape(t, p)
+	c0 := framework.WaitIdle(t, p, time.Minute)
+	m0 = framework.Scrape(t, p)
 	creates0, updates0 = writes0(m0, "create"), writes0(m0, "update")
-	requests0 = podtoipRequests(t)
+	requests0 = suite.PodToIpRequests(t)
 	const last = "zz-newcomer" // after every other name, should it share their second
-	runningPod(t, ns, last, []string{ip})
+	suite.RunningPod(t, ns, last, []string{ip})
 	want := oldest(last, listed)
-	waitMirror(t, ns, last, "conflict with the 16 oldest holders", func(m *mirror) bool {
+	suite.WaitMirror(t, ns, last, "conflict with the 16 oldest holders", func(m *framework.Mirror) bool {
 		return m != nil && m.Conflict && slices.Equal(m.ConflictsWith, want)
 	})
 	waitConflictEvent(t, ns, last, ip, fmt.Sprintf(" and %d more pods", n-listed))
-	c1 := waitQuiet(t, p, time.Minute)
-	m1 = scrape(t, p)
+	c1 := framework.WaitIdle(t, p, time.Minute)
+	m1 = framework.Scrape(t, p)
 	creates, updates = writes0(m1, "create")-creates0, writes0(m1, "update")-updates0
-	server = podtoipRequests(t).Sub(requests0)
-	t.Logf("one more pod: the controller made %v creates, %v updates, %v reconciles; the API server saw %v", creates, updates, c1.syncs-c0.syncs, server)
+	server = suite.PodToIpRequests(t).Sub(requests0)
+	t.Logf("one more pod: the controller made %v creates, %v updates, %v reconciles; the API server saw %v", creates, updates, c1.Syncs-c0.Syncs, server)
 	if creates != 1 || updates != 0 {
 		t.Errorf("one more pod on the address: the controller made %v creates and %v updates, want 1 and 0", creates, updates)
 	}
-	expectWrites(t, requests0, map[string]float64{"POST": 1}, "one more pod joining 2000 on one address")
+	suite.ExpectWrites(t, requests0, map[string]float64{"POST": 1}, "one more pod joining 2000 on one address")
 	// Its own pod's two events (created, given its address), and a few
 	// reconciles of the others at most: never the whole group.
-	if r := c1.syncs - c0.syncs; r > 10 {
+	if r := c1.Syncs - c0.Syncs; r > 10 {
 		t.Errorf("one more pod on the address: %v reconciles, want a few (not one per holder)", r)
 	}
 	events, _ = conflictEvents(t, ns, last)
@@ -1200,5 +1059,5 @@ func TestConflictLargeGroupOnOneAddress(t *testing.T) {
 	for _, name := range []string{"p-0000", order[listed].Name, order[len(order)-1].Name} {
 		waitConflict(t, ns, name, oldest(name, listed)...)
 	}
-	waitConverged(t, 30*time.Second, foreign, ns)
+	suite.WaitConverged(t, 30*time.Second, foreign, ns)
 }

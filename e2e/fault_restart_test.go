@@ -4,75 +4,77 @@ import (
 	"context"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"example.com/podtoip-controller/e2e/controlplane"
+	"example.com/podtoip-controller/e2e/framework"
 )
 
-// TestFaultCrashLoop: the controller is SIGKILLed five times during churn
-// and stays down about a second each time, while pods are deleted and
-// change IPs. Nothing it did before a crash (a write whose response it
-// never read, a cache it never finished filling) may leave a mirror wrong:
-// the mirrors converge within 20 s of the last start.
-func TestFaultCrashLoop(t *testing.T) {
-	ns := newNamespace(t)
-	f := newFleet(ns, 2)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
-	f.populate(t, 100)
-	c := startChurn(t, f, 2, 100*time.Millisecond, 80, 150)
+// TestFaultRestartCrashLoop: the controller is SIGKILLed five times during
+// churn and stays down about a second each time, while pods are deleted and
+// change IPs. Nothing it did before a crash (a write whose response it never
+// read, a cache it never finished filling) may leave a mirror wrong: the
+// mirrors converge within 20 s of the last start.
+func TestFaultRestartCrashLoop(t *testing.T) {
+	ns := suite.NewNamespace(t)
+	f := suite.NewFleet(ns, 2)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+	f.Populate(t, 100)
+	c := framework.StartChurn(t, f, 2, 100*time.Millisecond, 80, 150)
 
 	var lastStart time.Time
 	for i := range 5 {
 		if i == 2 {
 			// Once while it is still filling its caches.
-			if err := p.WaitForOutput(ctxFor(t, 30*time.Second), "Waiting for caches to sync"); err != nil {
+			if err := p.WaitForOutput(framework.CtxFor(t, 30*time.Second), "Waiting for caches to sync"); err != nil {
 				t.Fatal(err)
 			}
 		} else {
 			// Otherwise after it has worked under churn for a while: soon
 			// after its workers start, or later.
-			waitReady(t, p)
-			hold(t, time.Duration(500+f.intn(1500))*time.Millisecond)
+			framework.WaitReady(t, p)
+			framework.Hold(t, time.Duration(500+f.Intn(1500))*time.Millisecond)
 		}
 		p.Kill()
 		killed := time.Now()
 		// While it is down: deletes and IP changes it can only learn about
 		// from its initial list when it comes back.
 		for range 3 {
-			if pod := f.pick(); pod != nil {
-				force := pod.node == "" || f.intn(2) == 0
-				err := f.remove(t.Context(), pod, force)
-				f.done(pod, err == nil)
+			if pod := f.Pick(); pod != nil {
+				force := pod.Node == "" || f.Intn(2) == 0
+				err := f.Remove(t.Context(), pod, force)
+				f.Done(pod, err == nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 			}
-			if pod := f.pick(); pod != nil {
-				err := f.changeIP(t.Context(), pod)
-				f.done(pod, false)
+			if pod := f.Pick(); pod != nil {
+				err := f.ChangeIP(t.Context(), pod)
+				f.Done(pod, false)
 				if err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		hold(t, time.Until(killed.Add(time.Second)))
+		framework.Hold(t, time.Until(killed.Add(time.Second)))
 		if i == 4 {
-			c.stop(t)
+			c.Stop(t)
 		}
 		lastStart = time.Now()
-		p = startController(t, "--namespace", ns)
+		p = suite.StartController(t, "--namespace", ns)
 		t.Logf("crash %d: down %v", i+1, lastStart.Sub(killed).Round(time.Millisecond))
 	}
-	waitReady(t, p)
-	waitConverged(t, time.Until(lastStart.Add(20*time.Second)), nil, ns)
+	framework.WaitReady(t, p)
+	suite.WaitConverged(t, time.Until(lastStart.Add(20*time.Second)), nil, ns)
 	t.Logf("converged %v after the last start", time.Since(lastStart).Round(time.Millisecond))
 }
 
-// TestFaultAPIServerRestarts: the API server is stopped for 5 s and started
+// TestFaultRestartAPIServer: the API server is stopped for 5 s and started
 // again, three times, during churn (the churn holds while it is down and
 // retries what was in flight). The controller must ride it out without
 // exiting; after every restart both informers must reach the new server
@@ -90,7 +92,7 @@ func TestFaultCrashLoop(t *testing.T) {
 // completed list: a list streamed from a just-restarted server may wait
 // seconds for the server's watch cache (seen: 7-18 s for the initial
 // events' end), which no client can shorten.
-func TestFaultAPIServerRestarts(t *testing.T) {
+func TestFaultRestartAPIServer(t *testing.T) {
 	// The controller's longest wait between two attempts (informer_retry.go)
 	// plus 3 s for a loaded machine. The convergence bar allows for the 2 s
 	// of churn after the last restart, the retry, a relist that waits on
@@ -100,22 +102,22 @@ func TestFaultAPIServerRestarts(t *testing.T) {
 		contactBar  = retryCap + 3*time.Second
 		convergeBar = 20 * time.Second
 	)
-	ns := newNamespace(t)
-	f := newFleet(ns, 3)
+	ns := suite.NewNamespace(t)
+	f := suite.NewFleet(ns, 3)
 	// -v=6 logs every API response the controller gets ("Response" verb
 	// url status), which is how the test sees when each informer reaches a
 	// restarted server; -v=4 and up logs the informers' watch failures and
 	// backoff as well.
-	p := startController(t, "--namespace", ns, "-v=6")
-	waitReady(t, p)
+	p := suite.StartController(t, "--namespace", ns, "-v=6")
+	framework.WaitReady(t, p)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the controller's informers (reflector log lines):\n%s", grepLines(p.Output(), "reflector.go", 60))
 			t.Logf("the controller's last list and watch responses:\n%s", grepLines(p.Output(), `"Response" verb="GET"`, 40))
 		}
 	})
-	f.populate(t, 100)
-	waitConverged(t, 30*time.Second, nil, ns)
+	f.Populate(t, 100)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 
 	down := false
 	// Registered after the controller's cleanup, so it runs first: the
@@ -131,12 +133,12 @@ func TestFaultAPIServerRestarts(t *testing.T) {
 		}
 	})
 	host := cp.Host()
-	c := startChurn(t, f, 2, 100*time.Millisecond, 80, 150)
+	c := framework.StartChurn(t, f, 2, 100*time.Millisecond, 80, 150)
 	// When each API server process had exited, and when it was ready again.
 	var stopped, ready []time.Time
 	for i := range 3 {
-		hold(t, 2*time.Second)
-		c.hold()
+		framework.Hold(t, 2*time.Second)
+		c.Hold()
 		stopping := time.Now()
 		down = true
 		// SIGTERM, and SIGKILL if it has not exited within 2 s: with the
@@ -147,7 +149,7 @@ func TestFaultAPIServerRestarts(t *testing.T) {
 			t.Fatalf("stopping the API server: %v", err)
 		}
 		stopped = append(stopped, time.Now())
-		hold(t, 5*time.Second)
+		framework.Hold(t, 5*time.Second)
 		starting := time.Now()
 		if err := cp.StartAPIServerAndWait(t.Context()); err != nil {
 			t.Fatal(err)
@@ -159,12 +161,12 @@ func TestFaultAPIServerRestarts(t *testing.T) {
 		if cp.Host() != host {
 			t.Fatalf("the API server came back at %s, not %s", cp.Host(), host)
 		}
-		mustBeRunning(t, p, "after an API server restart")
-		c.release()
+		framework.MustBeRunning(t, p, "after an API server restart")
+		c.Release()
 	}
 	lastRestart := ready[len(ready)-1]
-	hold(t, 2*time.Second)
-	c.stop(t)
+	framework.Hold(t, 2*time.Second)
+	c.Stop(t)
 
 	// Each informer's first answer from each restarted server, from the
 	// controller's log: the first response with a status to one of its list
@@ -174,7 +176,7 @@ func TestFaultAPIServerRestarts(t *testing.T) {
 	types := []string{"pods", "podtoips"}
 	contact := func(i int, resource string) (time.Time, bool) {
 		re := regexp.MustCompile(`"Response" verb="GET" url="[^"]*/namespaces/` + ns + `/` + resource + `\?[^"]*" status="\d`)
-		return firstLogMatching(p.Output(), stopped[i], re)
+		return framework.FirstLogMatching(p.Output(), stopped[i], re)
 	}
 	_ = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Until(lastRestart.Add(contactBar+time.Second)), true, func(context.Context) (bool, error) {
 		for _, typ := range types {
@@ -202,42 +204,43 @@ func TestFaultAPIServerRestarts(t *testing.T) {
 			slowest = max(slowest, d)
 		}
 	}
-	recordDuration(t, "API server restarts: informers reach the server", slowest, contactBar,
+	suite.RecordDuration(t, "API server restarts: informers reach the server", slowest, contactBar,
 		"longest time, over 3 restarts and both informers, from the API server being ready (/readyz ok and PodToIps listable) until the informer's first answer from it (0 if it was answered before that)")
 
-	took := waitConverged(t, time.Until(lastRestart.Add(convergeBar)), nil, ns)
+	took := suite.WaitConverged(t, time.Until(lastRestart.Add(convergeBar)), nil, ns)
 	sinceRestart := time.Since(lastRestart)
 	t.Logf("converged %v after the last restart (%v after the checker started)", sinceRestart.Round(time.Millisecond), took.Round(time.Millisecond))
-	recordConvergence(t, "API server restarts: convergence", sinceRestart, convergeBar,
+	suite.RecordConvergence(t, "API server restarts: convergence", sinceRestart, convergeBar,
 		"time from the API server being ready after the last of 3 restarts until the checker first sees 0/0/0/0 (the churn goes on for the first 2 s)", nil, ns)
-	mustBeRunning(t, p, "at the end")
+	framework.MustBeRunning(t, p, "at the end")
 }
 
-// TestFaultLeaderFailover: three replicas with leader election; the leader
-// is SIGKILLed five times (a replacement replica starts each time, so three
-// run), with changes made during each handover. Each time a standby takes
-// over once the lease duration has passed since the dead leader's last
-// renewal as it can see it, at its next retry (checkCrashTakeover); only the leader ever
-// writes, and every write the API server applied is one a leader counted.
-func TestFaultLeaderFailover(t *testing.T) {
-	ns := newNamespace(t)
-	f := newFleet(ns, 7)
+// TestFaultRestartLeaderFailover: three replicas with leader election; the
+// leader is SIGKILLed five times (a replacement replica starts each time, so
+// three run), with changes made during each handover. Each time a standby
+// takes over once the lease duration has passed since the dead leader's last
+// renewal as it can see it, at its next retry (checkCrashTakeover); only the
+// leader ever writes, and every write the API server applied is one a leader
+// counted.
+func TestFaultRestartLeaderFailover(t *testing.T) {
+	ns := suite.NewNamespace(t)
+	f := suite.NewFleet(ns, 7)
 	const (
 		lease = 4 * time.Second
 		renew = 3 * time.Second
 		retry = 500 * time.Millisecond
 	)
-	args := leaderElectArgs(ns, lease, renew, retry)
-	history := watchLease(t, ns, "podtoip-controller")
+	args := framework.LeaderElectArgs(ns, lease, renew, retry)
+	history := suite.WatchLease(t, ns, "podtoip-controller")
 
-	before := podtoipRequests(t)
+	before := suite.PodToIpRequests(t)
 	var replicas []*controlplane.Process
 	for range 3 {
-		replicas = append(replicas, startController(t, args...))
+		replicas = append(replicas, suite.StartController(t, args...))
 	}
-	leader, _ := leaderOf(t, replicas, 30*time.Second)
-	f.populate(t, 30)
-	waitConverged(t, 30*time.Second, nil, ns)
+	leader, _ := framework.LeaderOf(t, replicas, 30*time.Second)
+	f.Populate(t, 30)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 
 	var dead []*controlplane.Process
 	var leaderWrites float64
@@ -246,8 +249,8 @@ func TestFaultLeaderFailover(t *testing.T) {
 	// standby wrote, and returns the leader's count.
 	settle := func(l *controlplane.Process) float64 {
 		t.Helper()
-		want := podtoipRequests(t).Sub(before).Writes() - leaderWrites
-		got := waitWrites(t, l, want)
+		want := suite.PodToIpRequests(t).Sub(before).Writes() - leaderWrites
+		got := framework.WaitWrites(t, l, want)
 		if got != want {
 			t.Errorf("leader counted %v writes, the API server applied %v since the previous leader", got, want)
 		}
@@ -255,7 +258,7 @@ func TestFaultLeaderFailover(t *testing.T) {
 			if r == l || slices.Contains(dead, r) {
 				continue
 			}
-			if w := writesOf(t, r); w != 0 {
+			if w := framework.Writes(t, r); w != 0 {
 				t.Errorf("a standby counted %v writes, want 0", w)
 			}
 		}
@@ -264,28 +267,42 @@ func TestFaultLeaderFailover(t *testing.T) {
 
 	for i := range 5 {
 		leaderWrites += settle(leader)
-		id := identityOf(t, leader)
+		id := framework.IdentityOf(t, leader)
 		leader.Kill()
 		killed := time.Now()
 		dead = append(dead, leader)
-		replicas = append(replicas, startController(t, args...))
+		replicas = append(replicas, suite.StartController(t, args...))
 		// Changes while nobody leads.
 		for range 4 {
-			if _, err := f.op(t.Context(), 20, 40); err != nil {
+			if _, err := f.Op(t.Context(), 20, 40); err != nil {
 				t.Fatal(err)
 			}
 		}
-		next, _ := leaderOf(t, replicas, crashTakeoverBound(lease, retry)+10*time.Second, dead...)
+		next, _ := framework.LeaderOf(t, replicas, framework.CrashTakeoverBound(lease, retry)+10*time.Second, dead...)
 		took := time.Since(killed)
-		converged := waitConverged(t, 20*time.Second, nil, ns)
+		converged := suite.WaitConverged(t, 20*time.Second, nil, ns)
 		t.Logf("handover %d: new leader seen %v after SIGKILL; converged %v later", i+1, took.Round(time.Millisecond), converged.Round(time.Millisecond))
-		checkCrashTakeover(t, history, id, identityOf(t, next), killed, lease, retry)
+		framework.CheckCrashTakeover(t, history, id, framework.IdentityOf(t, next), killed, lease, retry)
 		leader = next
 	}
 	leaderWrites += settle(leader)
-	server := podtoipRequests(t).Sub(before).Writes()
+	server := suite.PodToIpRequests(t).Sub(before).Writes()
 	t.Logf("leaders counted %v writes in all; the API server applied %v", leaderWrites, server)
 	if leaderWrites != server {
 		t.Errorf("leaders counted %v writes, the API server applied %v", leaderWrites, server)
 	}
+}
+
+// grepLines returns the last max lines of out that contain substr.
+func grepLines(out, substr string, max int) string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, substr) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > max {
+		lines = lines[len(lines)-max:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -3,17 +3,16 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
+
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 // TestFaultChurn: 200 pods, then 200 interleaved changes (100 deletes, 50
@@ -23,46 +22,46 @@ import (
 // single write. Over the whole plan the API server counts exactly one write
 // per change that needs one, and not a single 404 or 409.
 func TestFaultChurn(t *testing.T) {
-	ns := newNamespace(t)
-	f := newFleet(ns, 1)
-	foreign := foreignObjects{}
+	ns := suite.NewNamespace(t)
+	f := suite.NewFleet(ns, 1)
+	foreign := framework.ForeignObjects{}
 	// Unmanaged PodToIps under the names the fleet will give pods 10, 20
 	// and 30 (deleted, IP changed and recreated below), and one without a
 	// pod: the controller must leave all of them alone throughout.
 	for _, name := range []string{"p-0010", "p-0020", "p-0030", "not-a-pod"} {
-		addForeign(t, foreign, ns, name)
+		suite.AddForeign(t, foreign, ns, name)
 	}
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
-	f.populate(t, 200)
-	waitConverged(t, 30*time.Second, foreign, ns)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+	f.Populate(t, 200)
+	suite.WaitConverged(t, 30*time.Second, foreign, ns)
 
 	// Each pod gets at most one change; the order is random.
 	type change struct {
 		kind string
-		pod  *fleetPod
+		pod  *framework.FleetPod
 	}
 	var plan []change
 	rest := []string{}
-	for _, n := range f.liveNames() {
+	for _, n := range f.LiveNames() {
 		if _, ok := foreign[ns+"/"+n]; !ok {
 			rest = append(rest, n)
 		}
 	}
-	f.shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	f.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
 	groups := []struct {
 		kind    string
 		n       int
 		foreign string
 	}{{"delete", 100, "p-0010"}, {"ip change", 50, "p-0020"}, {"recreate", 50, "p-0030"}}
 	for _, g := range groups {
-		plan = append(plan, change{g.kind, f.get(g.foreign)})
+		plan = append(plan, change{g.kind, f.Get(g.foreign)})
 		for _, n := range rest[:g.n-1] {
-			plan = append(plan, change{g.kind, f.get(n)})
+			plan = append(plan, change{g.kind, f.Get(n)})
 		}
 		rest = rest[g.n-1:]
 	}
-	f.shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+	f.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 
 	// What the plan asks of the controller, per change that is not under a
 	// foreign object's name: a delete removes the mirror (one DELETE; a pod
@@ -74,7 +73,7 @@ func TestFaultChurn(t *testing.T) {
 	// happen for nothing else, so the POSTs counted say which it was.
 	var wantDeletes, wantIPChanges, wantRecreates float64
 	for _, c := range plan {
-		if _, ok := foreign[ns+"/"+c.pod.name]; ok {
+		if _, ok := foreign[ns+"/"+c.pod.Name]; ok {
 			continue // the controller leaves the foreign object alone
 		}
 		switch c.kind {
@@ -86,8 +85,8 @@ func TestFaultChurn(t *testing.T) {
 			wantRecreates++
 		}
 	}
-	planBefore := podtoipRequests(t)
-	planWrites0 := controllerWrites(t, p)
+	planBefore := suite.PodToIpRequests(t)
+	planWrites0 := framework.Writes(t, p)
 
 	start := time.Now()
 	work := make(chan change)
@@ -103,17 +102,17 @@ func TestFaultChurn(t *testing.T) {
 				case "delete":
 					// Half of the pods on a node are deleted gracefully and
 					// stay Terminating; their mirrors must go all the same.
-					force := c.pod.node == "" || c.pod.name < "p-0100"
+					force := c.pod.Node == "" || c.pod.Name < "p-0100"
 					if !force {
 						mu.Lock()
 						terminating++
 						mu.Unlock()
 					}
-					err = f.remove(t.Context(), c.pod, force)
+					err = f.Remove(t.Context(), c.pod, force)
 				case "ip change":
-					err = f.changeIP(t.Context(), c.pod)
+					err = f.ChangeIP(t.Context(), c.pod)
 				case "recreate":
-					err = f.recreate(t.Context(), c.pod)
+					err = f.Recreate(t.Context(), c.pod)
 				}
 				if err != nil {
 					errs <- err
@@ -133,21 +132,21 @@ func TestFaultChurn(t *testing.T) {
 	lastChange := time.Now()
 	t.Logf("applied %d changes (%d deletes leaving the pod Terminating) in %v", len(plan), terminating, lastChange.Sub(start).Round(time.Millisecond))
 
-	took := waitConverged(t, 10*time.Second, foreign, ns)
+	took := suite.WaitConverged(t, 10*time.Second, foreign, ns)
 	t.Logf("converged %v after the last change", took.Round(time.Millisecond))
-	recordConvergence(t, "churn: convergence", took, 10*time.Second,
+	suite.RecordConvergence(t, "churn: convergence", took, 10*time.Second,
 		"time from the last of 200 changes returning until the checker first sees 0/0/0/0", foreign, ns)
 
 	// Converged means nothing is left to do: an idle controller must not
 	// write at all (no resync rewrites, no retry loops, no flapping).
-	before := podtoipRequests(t)
-	w0 := controllerWrites(t, p)
-	hold(t, 30*time.Second)
-	end := podtoipRequests(t)
+	before := suite.PodToIpRequests(t)
+	w0 := framework.Writes(t, p)
+	framework.Hold(t, 30*time.Second)
+	end := suite.PodToIpRequests(t)
 	if d := end.Sub(before); d.Writes() != 0 {
 		t.Errorf("%v writes to podtoips in 30 s of idle after convergence, want 0: %v", d.Writes(), d)
 	}
-	w1 := controllerWrites(t, p)
+	w1 := framework.Writes(t, p)
 	if w1 != w0 {
 		t.Errorf("controller counted %v writes while idle, want 0", w1-w0)
 	}
@@ -171,13 +170,13 @@ func TestFaultChurn(t *testing.T) {
 	if w := w1 - planWrites0; w != d.Writes() {
 		t.Errorf("controller counted %v writes during the churn, the API server %v", w, d.Writes())
 	}
-	recordFigure(t, figure{Name: "churn: writes", Value: d.Writes(), Bar: want, Unit: "count",
+	suite.RecordFigure(t, framework.Figure{Name: "churn: writes", Value: d.Writes(), Bar: want, Unit: "count",
 		Measures: fmt.Sprintf("PodToIp writes the API server counted over 200 changes (%v needing a write; %v recreations seen as DELETE+POST) and 30 s of idle after; 404 and 409 answers: none allowed",
 			wantDeletes+wantIPChanges+wantRecreates, viaCreate)})
-	mustBeRunning(t, p, "after churn")
+	framework.MustBeRunning(t, p, "after churn")
 }
 
-// TestFaultFighter: another client fights the controller for 30 s at 20
+// TestFaultChurnFighter: another client fights the controller for 30 s at 20
 // operations per second, rewriting addresses, stripping owner references
 // and deleting mirrors. The controller's optimistic-concurrency updates must
 // meet 409 conflicts (the fighter is built to provoke them), and it must
@@ -189,27 +188,27 @@ func TestFaultChurn(t *testing.T) {
 // conflicts are no more than the fighter's writes that could have caused
 // them. Every mirror is restored within 5 s of the fighter stopping, and the
 // unmanaged PodToIp is never touched.
-func TestFaultFighter(t *testing.T) {
-	ns := newNamespace(t)
-	f := newFleet(ns, 6)
-	foreign := foreignObjects{}
-	addForeign(t, foreign, ns, "p-0005")
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
-	f.populate(t, 100)
-	waitConverged(t, 30*time.Second, foreign, ns)
+func TestFaultChurnFighter(t *testing.T) {
+	ns := suite.NewNamespace(t)
+	f := suite.NewFleet(ns, 6)
+	foreign := framework.ForeignObjects{}
+	suite.AddForeign(t, foreign, ns, "p-0005")
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+	f.Populate(t, 100)
+	suite.WaitConverged(t, 30*time.Second, foreign, ns)
 
 	var targets []string
-	for _, n := range f.liveNames() {
+	for _, n := range f.LiveNames() {
 		if _, ok := foreign[ns+"/"+n]; !ok {
 			targets = append(targets, n)
 		}
 	}
-	before := podtoipRequests(t)
-	w0 := controllerWrites(t, p)
-	m0 := scrape(t, p)
-	retries0, _ := sumSeries(m0, `workqueue_retries_total{name="podtoip"}`)
-	failed0, _ := sumSeries(m0, "podtoip_controller_syncs_total", `result="error"`)
+	before := suite.PodToIpRequests(t)
+	w0 := framework.Writes(t, p)
+	m0 := framework.Scrape(t, p)
+	retries0, _ := framework.SumSeries(m0, `workqueue_retries_total{name="podtoip"}`)
+	failed0, _ := framework.SumSeries(m0, "podtoip_controller_syncs_total", `result="error"`)
 	counts := map[string]int{}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -223,7 +222,7 @@ func TestFaultFighter(t *testing.T) {
 		if ctx.Err() != nil {
 			break
 		}
-		name := targets[f.intn(len(targets))]
+		name := targets[f.Intn(len(targets))]
 		var err error
 		kind := []string{"rewrite", "strip owner", "delete"}[i%3]
 		switch kind {
@@ -232,13 +231,13 @@ func TestFaultFighter(t *testing.T) {
 			// while the second lands, so its update carries a stale
 			// resourceVersion and meets a 409 Conflict.
 			patch := fmt.Sprintf(`{"podAddress":"10.99.%d.%d","podIPs":["10.99.%d.%d"]}`, i/250, i%250, i/250, i%250)
-			if _, err = mirrors(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
-				_, err = mirrors(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"nodeName":"elsewhere"}`), metav1.PatchOptions{})
+			if _, err = suite.Mirrors(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+				_, err = suite.Mirrors(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"nodeName":"elsewhere"}`), metav1.PatchOptions{})
 			}
 		case "strip owner":
-			_, err = mirrors(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{})
+			_, err = suite.Mirrors(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{})
 		case "delete":
-			err = mirrors(ns).Delete(ctx, name, metav1.DeleteOptions{})
+			err = suite.Mirrors(ns).Delete(ctx, name, metav1.DeleteOptions{})
 		}
 		switch {
 		case err == nil:
@@ -252,17 +251,17 @@ func TestFaultFighter(t *testing.T) {
 	}
 	t.Logf("fighter: %v", counts)
 
-	took := waitConverged(t, 5*time.Second, foreign, ns)
+	took := suite.WaitConverged(t, 5*time.Second, foreign, ns)
 	t.Logf("every mirror restored %v after the fighter stopped", took.Round(time.Millisecond))
-	recordConvergence(t, "fighter: convergence", took, 5*time.Second,
+	suite.RecordConvergence(t, "fighter: convergence", took, 5*time.Second,
 		"time from the fighter's last write until the checker first sees 0/0/0/0", foreign, ns)
-	server := podtoipRequests(t).Sub(before)
-	m1 := scrape(t, p)
-	retries1, _ := sumSeries(m1, `workqueue_retries_total{name="podtoip"}`)
-	failed1, _ := sumSeries(m1, "podtoip_controller_syncs_total", `result="error"`)
+	server := suite.PodToIpRequests(t).Sub(before)
+	m1 := framework.Scrape(t, p)
+	retries1, _ := framework.SumSeries(m1, `workqueue_retries_total{name="podtoip"}`)
+	failed1, _ := framework.SumSeries(m1, "podtoip_controller_syncs_total", `result="error"`)
 	otherPuts := server.Verb("PUT") - server["PUT 200"] - server["PUT 404"] - server["PUT 409"]
 	t.Logf("API server podtoips requests during the fight: %v (the controller's updates that met a conflict: %v); controller writes %v, requeues %v, failed reconciles %v",
-		server, server["PUT 409"], controllerWrites(t, p)-w0, retries1-retries0, failed1-failed0)
+		server, server["PUT 409"], framework.Writes(t, p)-w0, retries1-retries0, failed1-failed0)
 	// Each conflict needs a write by the fighter landing between the
 	// controller's last look at the object and its update: two per rewrite,
 	// one per stripped owner reference (a deleted mirror answers 404).
@@ -284,81 +283,7 @@ func TestFaultFighter(t *testing.T) {
 		t.Errorf("the controller failed %v reconciles during the fight (and requeued %v keys), want 0: conflicts must wait for the watch event, not be retried",
 			failed1-failed0, retries1-retries0)
 	}
-	recordFigure(t, figure{Name: "fighter: update conflicts", Value: server["PUT 409"], Bar: racing, Unit: "count",
+	suite.RecordFigure(t, framework.Figure{Name: "fighter: update conflicts", Value: server["PUT 409"], Bar: racing, Unit: "count",
 		Measures: "controller updates the API server answered 409 during 30 s of fighting, bounded by the fighter's writes that could cause one; the controller's requeues and failed reconciles: none allowed"})
-	mustBeRunning(t, p, "after the fight")
-}
-
-var queuedRE = regexp.MustCompile(`"Shutting down: finishing in-flight work" queued=(\d+)`)
-
-// TestFaultGracefulStop: SIGTERM while pods are created and changed as fast
-// as the API server takes them. The controller exits 0 within 10 s; the next
-// start converges without a duplicate create (POST 409) and without any 404
-// or 409 at all, as counted by the API server.
-func TestFaultGracefulStop(t *testing.T) {
-	ns := newNamespace(t)
-	f := newFleet(ns, 8)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
-	f.populate(t, 50)
-	waitConverged(t, 30*time.Second, nil, ns)
-
-	// Heavy churn: eight unpaced lanes.
-	c := startChurn(t, f, 8, time.Millisecond, 50, 400)
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return c.total() >= 300, nil
-	}); err != nil {
-		t.Fatalf("churn did not get going: %v", err)
-	}
-
-	// Signal while the controller has work queued, so that the stop really
-	// interrupts it (the depth is sampled, so it may have drained by the
-	// time the signal lands; the log says how many keys were left).
-	depth := 0.0
-	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		depth, _ = sumSeries(scrape(t, p), `workqueue_depth{name="podtoip"}`)
-		return depth > 0, nil
-	}); err != nil {
-		t.Fatalf("the controller never had work queued during the churn")
-	}
-	sent := time.Now()
-	p.ExpectExit(0)
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	code, err := p.Wait(ctxFor(t, 10*time.Second))
-	exitTook := time.Since(sent)
-	if err != nil || code != 0 {
-		t.Fatalf("SIGTERM during churn: exit %d, %v after %v; want exit 0 within 10 s\n%s", code, err, exitTook, tail(p.Output(), 30))
-	}
-	queued := "?"
-	if m := queuedRE.FindStringSubmatch(p.Output()); m != nil {
-		queued = m[1]
-	}
-	t.Logf("exited 0 %v after SIGTERM (queue depth %v just before), with %s keys still queued at shutdown", exitTook.Round(time.Millisecond), depth, queued)
-	recordDuration(t, "SIGTERM during churn: exit", exitTook, 10*time.Second,
-		"time from sending SIGTERM, with work queued under heavy churn, until the process has exited 0")
-	c.stop(t)
-
-	before := podtoipRequests(t)
-	p2 := startController(t, "--namespace", ns)
-	waitReady(t, p2)
-	took := waitConverged(t, 30*time.Second, nil, ns)
-	t.Logf("the next start converged in %v (after it started its workers)", took.Round(time.Millisecond))
-	recordConvergence(t, "SIGTERM during churn: next start", took, 30*time.Second,
-		"time from the next start being ready until the checker first sees 0/0/0/0", nil, ns)
-	// Stop it so that every request it made is in the counters.
-	if code, err := p2.Stop(30 * time.Second); err != nil || code != 0 {
-		t.Fatalf("graceful stop of the second run: exit %d, %v", code, err)
-	}
-	delta := podtoipRequests(t).Sub(before)
-	t.Logf("second run: podtoips requests %v", delta)
-	if delta["POST 409"] != 0 {
-		t.Errorf("%v duplicate creates (POST 409) in the second run", delta["POST 409"])
-	}
-	for k, v := range delta {
-		if strings.HasSuffix(k, " 404") || strings.HasSuffix(k, " 409") {
-			t.Errorf("second run: %v requests %q, want none", v, k)
-		}
-	}
+	framework.MustBeRunning(t, p, "after the fight")
 }

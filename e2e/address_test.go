@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"example.com/podtoip-controller/e2e/controlplane"
+	"example.com/podtoip-controller/e2e/framework"
 )
 
 // "Who has this IP?" for any address of any pod, in canonical form, and
@@ -59,14 +60,14 @@ func expectLookup(t *testing.T, on *controlplane.ControlPlane, selector string, 
 // warning) is found by the canonical form; hostNetwork pods say so, in the
 // field and in kubectl's table.
 func TestAddressLookupAnyAddress(t *testing.T) {
-	ns := newNamespace(t)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
 
-	runningPod(t, ns, "v4-primary", []string{"10.244.80.1", "fd00::80:1"}, onNode("node-80"))
-	runningPod(t, ns, "v6-primary", []string{"fd00::80:2", "10.244.80.2"}, onNode("node-80"))
-	waitMirrorIPs(t, ns, "v4-primary", "10.244.80.1", "fd00::80:1")
-	waitMirrorIPs(t, ns, "v6-primary", "fd00::80:2", "10.244.80.2")
+	suite.RunningPod(t, ns, "v4-primary", []string{"10.244.80.1", "fd00::80:1"}, framework.OnNode("node-80"))
+	suite.RunningPod(t, ns, "v6-primary", []string{"fd00::80:2", "10.244.80.2"}, framework.OnNode("node-80"))
+	suite.WaitMirrorIPs(t, ns, "v4-primary", "10.244.80.1", "fd00::80:1")
+	suite.WaitMirrorIPs(t, ns, "v6-primary", "fd00::80:2", "10.244.80.2")
 
 	t.Run("either family, primary or secondary", func(t *testing.T) {
 		expectLookup(t, cp, "podIPv6=fd00::80:1", ns+"/v4-primary")  // secondary IPv6
@@ -100,7 +101,7 @@ func TestAddressLookupAnyAddress(t *testing.T) {
 
 	t.Run("non-canonical IPv6 in pod status is found by its canonical form", func(t *testing.T) {
 		const spelled = "FD00:0:0::0080:0003"
-		createPod(t, ns, "spelled", onNode("node-80"))
+		suite.CreatePod(t, ns, "spelled", framework.OnNode("node-80"))
 		out, err := cp.Kubectl(t.Context(), "patch", "pod", "spelled", "-n", ns, "--subresource=status", "--type=merge", "-p",
 			`{"status":{"phase":"Running","podIP":"`+spelled+`","podIPs":[{"ip":"`+spelled+`"},{"ip":"10.244.80.3"}]}}`)
 		if err != nil {
@@ -113,17 +114,17 @@ func TestAddressLookupAnyAddress(t *testing.T) {
 		if stored, err := cp.Kubectl(t.Context(), "get", "pod", "spelled", "-n", ns, "-o", "jsonpath={.status.podIP}"); err != nil || stored != spelled {
 			t.Fatalf("the API server stored podIP %q (%v), want %q as written", stored, err, spelled)
 		}
-		waitMirrorIPs(t, ns, "spelled", "fd00::80:3", "10.244.80.3")
+		suite.WaitMirrorIPs(t, ns, "spelled", "fd00::80:3", "10.244.80.3")
 		expectLookup(t, cp, "podIPv6=fd00::80:3", ns+"/spelled")
 		expectLookup(t, cp, "podAddress=fd00::80:3", ns+"/spelled")
 		expectLookup(t, cp, "podIPv6="+spelled) // queries must use the canonical form
 	})
 
 	t.Run("hostNetwork pods share their node's address and say so", func(t *testing.T) {
-		runningPod(t, ns, "host-a", []string{"10.244.80.250"}, onNode("node-80"), hostNetwork())
-		runningPod(t, ns, "host-b", []string{"10.244.80.250"}, onNode("node-80"), hostNetwork())
-		waitMirror(t, ns, "host-b", "hostNetwork mirror", func(m *mirror) bool { return m != nil && m.HostNetwork })
-		waitMirror(t, ns, "host-a", "hostNetwork mirror", func(m *mirror) bool { return m != nil && m.HostNetwork })
+		suite.RunningPod(t, ns, "host-a", []string{"10.244.80.250"}, framework.OnNode("node-80"), framework.HostNetwork())
+		suite.RunningPod(t, ns, "host-b", []string{"10.244.80.250"}, framework.OnNode("node-80"), framework.HostNetwork())
+		suite.WaitMirror(t, ns, "host-b", "hostNetwork mirror", func(m *framework.Mirror) bool { return m != nil && m.HostNetwork })
+		suite.WaitMirror(t, ns, "host-a", "hostNetwork mirror", func(m *framework.Mirror) bool { return m != nil && m.HostNetwork })
 
 		out, err := cp.Kubectl(t.Context(), "get", "ptp", "-A", "--field-selector", "podIPv4=10.244.80.250")
 		if err != nil {
@@ -132,22 +133,22 @@ func TestAddressLookupAnyAddress(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		// Not in conflict either: hostNetwork pods share by design.
 		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAMESPACE NAME POD ADDRESS NODE HOSTNETWORK CONFLICT AGE" ||
-			!hasRow(lines, ns, "host-a", "host-a", "10.244.80.250", "node-80", "true", "false") ||
-			!hasRow(lines, ns, "host-b", "host-b", "10.244.80.250", "node-80", "true", "false") {
+			!framework.HasRow(lines, ns, "host-a", "host-a", "10.244.80.250", "node-80", "true", "false") ||
+			!framework.HasRow(lines, ns, "host-b", "host-b", "10.244.80.250", "node-80", "true", "false") {
 			t.Errorf("lookup of a node's address:\n%s\nwant both hostNetwork pods, HOSTNETWORK true", out)
 		}
 		expectLookup(t, cp, "podIPv4=10.244.80.250,hostNetwork=false")
 		expectLookup(t, cp, "podIPv4=10.244.80.1,hostNetwork=false", ns+"/v4-primary")
 	})
 
-	waitConverged(t, 30*time.Second, nil, ns)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 }
 
 // TestAddressNonCanonicalRejected: the CRD refuses a non-canonical address
 // from any writer, on create and on update, and says what the canonical
 // form is; the canonical form is accepted.
 func TestAddressNonCanonicalRejected(t *testing.T) {
-	ns := newNamespace(t)
+	ns := suite.NewNamespace(t)
 	object := func(name, fields string) string {
 		return fmt.Sprintf("apiVersion: example.com/v1\nkind: PodToIp\nmetadata:\n  name: %s\n  namespace: %s\npodName: %s\npodUID: made-by-hand\n%s\n",
 			name, ns, name, fields)
@@ -163,17 +164,17 @@ func TestAddressNonCanonicalRejected(t *testing.T) {
 		{"ipv4-as-podipv6", "podAddress: \"10.244.80.9\"\npodIPv6: \"10.244.80.9\"", "podIPv6 must be an IPv6 address in canonical form"},
 		{"ipv6-as-podipv4", "podAddress: \"fd00::80:9\"\npodIPv4: \"fd00::80:9\"", "podIPv4 must be an IPv4 address in dotted decimal without leading zeros"},
 	} {
-		out, err := kubectlStdin(t, object(tc.name, tc.fields), "apply", "-f", "-")
+		out, err := suite.KubectlStdin(t, object(tc.name, tc.fields), "apply", "-f", "-")
 		if err == nil || !strings.Contains(out, tc.message) {
 			t.Errorf("%s: kubectl apply: err=%v, output:\n%s\nwant it refused with %q", tc.name, err, out, tc.message)
 		}
-		if m, err := getMirror(t.Context(), ns, tc.name); err != nil || m != nil {
-			t.Errorf("%s: stored %s (err %v)", tc.name, describe(m), err)
+		if m, err := suite.GetMirror(t.Context(), ns, tc.name); err != nil || m != nil {
+			t.Errorf("%s: stored %s (err %v)", tc.name, framework.Describe(m), err)
 		}
 	}
 
 	// The canonical form is accepted, and an update away from it refused.
-	out, err := kubectlStdin(t, object("canonical",
+	out, err := suite.KubectlStdin(t, object("canonical",
 		"podAddress: \"fd00::80:9\"\npodIPs: [\"fd00::80:9\", \"10.244.80.9\"]\npodIPv4: \"10.244.80.9\"\npodIPv6: \"fd00::80:9\"\nhostNetwork: false"),
 		"apply", "-f", "-")
 	if err != nil || !strings.Contains(out, "podtoip.example.com/canonical created") {
@@ -191,7 +192,7 @@ func TestAddressNonCanonicalRejected(t *testing.T) {
 // Kubernetes reads them: the first two are mirrored in canonical form, the
 // last gets no mirror and one Warning event per pod, and no retry loop.
 func TestAddressStoredByOlderAPIServer(t *testing.T) {
-	ns := newNamespace(t)
+	ns := suite.NewNamespace(t)
 	stored := func(name string, ips ...string) {
 		t.Helper()
 		if err := cp.RewriteStoredPod(t.Context(), ns, name, func(p *corev1.Pod) {
@@ -210,7 +211,7 @@ func TestAddressStoredByOlderAPIServer(t *testing.T) {
 		"garbage": {"10.244.81.300"},
 		"second":  {"10.244.81.4", "fd00::81::4"},
 	} {
-		createPod(t, ns, name, onNode("node-81"))
+		suite.CreatePod(t, ns, name, framework.OnNode("node-81"))
 		stored(name, ips...)
 		// The premise: the API server serves what is stored, unvalidated.
 		if got, err := cp.Kubectl(t.Context(), "get", "pod", name, "-n", ns, "-o", "jsonpath={.status.podIP}"); err != nil || got != ips[0] {
@@ -218,15 +219,15 @@ func TestAddressStoredByOlderAPIServer(t *testing.T) {
 		}
 	}
 
-	before := podtoipRequests(t)
-	p := startController(t, "--namespace", ns)
-	waitReady(t, p)
-	waitMirrorIPs(t, ns, "zeros", "10.244.81.1")
-	waitMirrorIPs(t, ns, "mapped", "10.244.81.2", "fd00::81:2")
+	before := suite.PodToIpRequests(t)
+	p := suite.StartController(t, "--namespace", ns)
+	framework.WaitReady(t, p)
+	suite.WaitMirrorIPs(t, ns, "zeros", "10.244.81.1")
+	suite.WaitMirrorIPs(t, ns, "mapped", "10.244.81.2", "fd00::81:2")
 	expectLookup(t, cp, "podIPv4=10.244.81.1", ns+"/zeros")
 	expectLookup(t, cp, "podIPv4=10.244.81.2", ns+"/mapped")
-	waitForEvent(t, ns, "garbage", "PodToIpInvalidAddress")
-	waitForEvent(t, ns, "second", "PodToIpInvalidAddress")
+	suite.WaitForEvent(t, ns, "garbage", "PodToIpInvalidAddress")
+	suite.WaitForEvent(t, ns, "second", "PodToIpInvalidAddress")
 
 	// A user sees why with kubectl.
 	out, err := cp.Kubectl(t.Context(), "get", "events", "-n", ns, "--field-selector", "reason=PodToIpInvalidAddress",
@@ -246,26 +247,26 @@ func TestAddressStoredByOlderAPIServer(t *testing.T) {
 	// barrier's mirror says the queue has taken those changes.
 	stored("garbage", "10.244.81.301")
 	stored("zeros", "10.244.81.1.1")
-	runningPod(t, ns, "barrier", []string{"10.244.81.250"})
-	waitMirrorIPs(t, ns, "barrier", "10.244.81.250")
-	waitNoMirror(t, ns, "zeros")
-	waitForEvent(t, ns, "zeros", "PodToIpInvalidAddress")
-	c := waitIdle(t, p)
-	if c.syncErrors != 0 || c.retries != 0 {
-		t.Errorf("invalid addresses caused %v failed syncs and %v retries, want none", c.syncErrors, c.retries)
+	suite.RunningPod(t, ns, "barrier", []string{"10.244.81.250"})
+	suite.WaitMirrorIPs(t, ns, "barrier", "10.244.81.250")
+	suite.WaitNoMirror(t, ns, "zeros")
+	suite.WaitForEvent(t, ns, "zeros", "PodToIpInvalidAddress")
+	c := framework.WaitIdle(t, p, 10*time.Second)
+	if c.SyncErrors != 0 || c.Retries != 0 {
+		t.Errorf("invalid addresses caused %v failed syncs and %v retries, want none", c.SyncErrors, c.Retries)
 	}
-	if v := metric(t, scrape(t, p), "podtoip_controller_invalid_address_pods"); v != 3 {
+	if v := framework.Metric(t, framework.Scrape(t, p), "podtoip_controller_invalid_address_pods"); v != 3 {
 		t.Errorf("podtoip_controller_invalid_address_pods = %v, want 3", v)
 	}
 	for _, name := range []string{"garbage", "second", "zeros"} {
-		if evs := eventsFor(t, ns, name, "PodToIpInvalidAddress"); len(evs) != 1 || evs[0].Count > 1 || evs[0].Type != corev1.EventTypeWarning {
+		if evs := suite.EventsFor(t, ns, name, "PodToIpInvalidAddress"); len(evs) != 1 || evs[0].Count > 1 || evs[0].Type != corev1.EventTypeWarning {
 			t.Errorf("events on %s = %+v, want one Warning, reported once", name, evs)
 		}
 	}
-	waitConverged(t, 30*time.Second, nil, ns)
-	stopCleanly(t, p)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
+	framework.StopCleanly(t, p)
 	// Writes: the creates of zeros, mapped and barrier, the delete of zeros.
-	if w := podtoipRequests(t).Sub(before); w.Writes() != 4 || w["POST 201"] != 3 || w.Verb("DELETE") != 1 {
+	if w := suite.PodToIpRequests(t).Sub(before); w.Writes() != 4 || w["POST 201"] != 3 || w.Verb("DELETE") != 1 {
 		t.Errorf("podtoips writes = %v, want 3 creates and 1 delete", w)
 	}
 }
@@ -316,7 +317,7 @@ func buildLegacy(t *testing.T) (binary, crd string) {
 // restart.
 func TestAddressUpgradeFromLegacyShape(t *testing.T) {
 	oldBinary, oldCRD := buildLegacy(t)
-	logf, err := os.Create(processLog("upgrade-controlplane.log"))
+	logf, err := os.Create(suite.ProcessLog("upgrade-controlplane.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,14 +363,14 @@ func TestAddressUpgradeFromLegacyShape(t *testing.T) {
 	}
 
 	// The legacy build mirrors them, in its shape.
-	old, err := controlplane.StartProcess(oldBinary, nil, filepath.Join(artifacts, "TestAddressUpgradeFromLegacyShape-previous.log"),
+	old, err := controlplane.StartProcess(oldBinary, nil, filepath.Join(suite.Artifacts, "TestAddressUpgradeFromLegacyShape-previous.log"),
 		"--kubeconfig", own.Kubeconfig, "-v=2", "--metrics-bind-address=0", "--health-probe-bind-address=0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	listMirrors := func() []unstructured.Unstructured {
 		t.Helper()
-		list, err := own.Dynamic.Resource(ptpGVR).Namespace(ns).List(t.Context(), metav1.ListOptions{})
+		list, err := own.Dynamic.Resource(framework.PodToIpGVR).Namespace(ns).List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -379,7 +380,7 @@ func TestAddressUpgradeFromLegacyShape(t *testing.T) {
 		return len(listMirrors()) == len(pods), nil
 	}); err != nil {
 		old.Kill()
-		t.Fatalf("the legacy build did not mirror the %d pods: %v\n%s", len(pods), err, tail(old.Output(), 30))
+		t.Fatalf("the legacy build did not mirror the %d pods: %v\n%s", len(pods), err, framework.Tail(old.Output(), 30))
 	}
 	if code, err := old.Stop(30 * time.Second); err != nil || code != 0 {
 		t.Fatalf("stopping the legacy build: exit %d, %v", code, err)
@@ -422,12 +423,12 @@ func TestAddressUpgradeFromLegacyShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startControllerAs(t, own.Kubeconfig)
-	waitReady(t, p)
-	waitConvergedOn(t, own, 30*time.Second, nil, ns)
-	c := waitIdle(t, p)
-	metrics := scrape(t, p)
-	stopCleanly(t, p)
+	p := suite.StartControllerAs(t, own.Kubeconfig)
+	framework.WaitReady(t, p)
+	suite.On(own).WaitConverged(t, 30*time.Second, nil, ns)
+	c := framework.WaitIdle(t, p, 10*time.Second)
+	metrics := framework.Scrape(t, p)
+	framework.StopCleanly(t, p)
 	after, err := own.ResourceRequests(t.Context(), "podtoips")
 	if err != nil {
 		t.Fatal(err)
@@ -435,14 +436,14 @@ func TestAddressUpgradeFromLegacyShape(t *testing.T) {
 	if w := after.Sub(before); w.Writes() != float64(len(pods)) || w["PUT 200"] != float64(len(pods)) {
 		t.Errorf("podtoips writes during the upgrade = %v, want exactly one update per mirror (%d)", w, len(pods))
 	}
-	if v := metric(t, metrics, `podtoip_controller_writes_total{operation="update"}`); v != float64(len(pods)) {
+	if v := framework.Metric(t, metrics, `podtoip_controller_writes_total{operation="update"}`); v != float64(len(pods)) {
 		t.Errorf("podtoip_controller_writes_total{operation=\"update\"} = %v, want %d", v, len(pods))
 	}
-	if c.syncErrors != 0 {
-		t.Errorf("%v failed syncs during the upgrade", c.syncErrors)
+	if c.SyncErrors != 0 {
+		t.Errorf("%v failed syncs during the upgrade", c.SyncErrors)
 	}
 	if n := strings.Count(p.Output(), `"PodToIp trail"`); n != len(pods) || strings.Count(p.Output(), `event="changed"`) != len(pods) {
-		t.Errorf("%d trail lines during the upgrade, want one changed line per mirror (%d):\n%s", n, len(pods), tail(p.Output(), 20))
+		t.Errorf("%d trail lines during the upgrade, want one changed line per mirror (%d):\n%s", n, len(pods), framework.Tail(p.Output(), 20))
 	}
 	expectLookup(t, own, "podIPv6=fd00::82:4", ns+"/spelled")
 	expectLookup(t, own, "podIPv4=10.244.82.2", ns+"/v6-dual")
@@ -456,8 +457,8 @@ func TestAddressUpgradeFromLegacyShape(t *testing.T) {
 	// only write (the queue is FIFO, so every earlier key was taken by the
 	// time the barrier is mirrored, and a graceful stop finishes those).
 	before = after
-	p2 := startControllerAs(t, own.Kubeconfig)
-	waitReady(t, p2)
+	p2 := suite.StartControllerAs(t, own.Kubeconfig)
+	framework.WaitReady(t, p2)
 	if _, err := own.Kube.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "barrier", Namespace: ns},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -472,7 +473,7 @@ func TestAddressUpgradeFromLegacyShape(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the barrier was not mirrored: %v", err)
 	}
-	stopCleanly(t, p2)
+	framework.StopCleanly(t, p2)
 	after, err = own.ResourceRequests(t.Context(), "podtoips")
 	if err != nil {
 		t.Fatal(err)
@@ -605,28 +606,28 @@ func TestAddressTrailJSON(t *testing.T) {
 	if _, err := os.Stat(jqBin); err != nil {
 		t.Fatalf("the pinned jq is missing (make controlplane builds it): %v", err)
 	}
-	ns := newNamespace(t)
-	p := startController(t, "--namespace", ns, "--logging-format=json")
-	waitReady(t, p)
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns, "--logging-format=json")
+	framework.WaitReady(t, p)
 	const addrA, addrB = "10.244.83.1", "10.244.83.2"
 
 	t0 := time.Now()
-	first := runningPod(t, ns, "first", []string{addrA}, onNode("node-83"))
-	waitMirrorIPs(t, ns, "first", addrA)
+	first := suite.RunningPod(t, ns, "first", []string{addrA}, framework.OnNode("node-83"))
+	suite.WaitMirrorIPs(t, ns, "first", addrA)
 	t1 := time.Now()
 	if out, err := cp.Kubectl(t.Context(), "patch", "pod", "first", "-n", ns, "--subresource=status", "--type=merge", "-p",
 		`{"status":{"podIP":"`+addrB+`","podIPs":[{"ip":"`+addrB+`"}]}}`); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	waitMirrorIPs(t, ns, "first", addrB)
+	suite.WaitMirrorIPs(t, ns, "first", addrB)
 	t2 := time.Now()
-	deletePod(t, ns, "first", true)
-	waitNoMirror(t, ns, "first")
+	suite.DeletePod(t, ns, "first", true)
+	suite.WaitNoMirror(t, ns, "first")
 	t3 := time.Now()
-	second := runningPod(t, ns, "second", []string{addrB}, onNode("node-83"))
-	waitMirrorIPs(t, ns, "second", addrB)
+	second := suite.RunningPod(t, ns, "second", []string{addrB}, framework.OnNode("node-83"))
+	suite.WaitMirrorIPs(t, ns, "second", addrB)
 	t4 := time.Now()
-	stopCleanly(t, p)
+	framework.StopCleanly(t, p)
 
 	// The whole log is JSON lines; the trail is in it.
 	logFile := filepath.Join(t.TempDir(), "controller.log")

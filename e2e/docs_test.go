@@ -11,36 +11,41 @@ import (
 	"testing"
 )
 
+// The documentation read against the tests that prove it. (Tests that read
+// the documentation against the product, the deployment section and the
+// alert rules say, are in the families of what they check.)
+
 type faultRow struct {
 	fault string   // how the row's fault cell starts
 	tests []string // the tests that prove the row
 }
 
-// faultRows maps each row of the README's fault table, by the start of its
-// fault cell, to the tests that prove it. The tests' names start with
+// faultRows maps each row of the fault table of docs/operations.md, by the
+// start of its fault cell, to the tests that prove it. The tests' names start with
 // TestFault, so `go test -run '^TestFault'` (make test-faults) runs exactly
 // the table.
 var faultRows = []faultRow{
 	{"heavy churn", []string{"TestFaultChurn"}},
-	{"SIGKILLed 5 times during churn", []string{"TestFaultCrashLoop"}},
-	{"API server stopped and restarted", []string{"TestFaultAPIServerRestarts"}},
+	{"SIGKILLed 5 times during churn", []string{"TestFaultRestartCrashLoop"}},
+	{"API server stopped and restarted", []string{"TestFaultRestartAPIServer"}},
 	{"connection resets", []string{"TestFaultNetwork"}},
-	{"watches expired", []string{"TestFaultExpiredWatches"}},
-	{"another client rewrites", []string{"TestFaultFighter"}},
-	{"leader SIGKILLed", []string{"TestFaultLeaderFailover"}},
-	{"SIGTERM during heavy churn", []string{"TestFaultGracefulStop"}},
-	{"SIGTERM with a backlog", []string{"TestFaultFirstSignalStopsTakingWork"}},
-	{"a second SIGTERM", []string{"TestFaultSecondSignalExitsAtOnce"}},
-	{"leader cut off", []string{"TestFaultLeaseLossEndsTheLeader"}},
-	{"RBAC removed at runtime", []string{"TestFaultRBACRemovedAtRuntime"}},
-	{"namespace terminating", []string{"TestFaultTerminatingNamespace"}},
+	{"watches expired", []string{"TestFaultNetworkExpiredWatches"}},
+	{"another client rewrites", []string{"TestFaultChurnFighter"}},
+	{"leader SIGKILLed", []string{"TestFaultRestartLeaderFailover"}},
+	{"SIGTERM during heavy churn", []string{"TestFaultShutdownDuringChurn"}},
+	{"SIGTERM with a backlog", []string{"TestFaultShutdownFirstSignalStopsTakingWork"}},
+	{"a second SIGTERM", []string{"TestFaultShutdownSecondSignalExitsAtOnce"}},
+	{"leader cut off", []string{"TestFaultShutdownLeaseLossEndsTheLeader"}},
+	{"RBAC removed at runtime", []string{"TestFaultForbiddenRBACRemovedAtRuntime"}},
+	{"namespace terminating", []string{"TestFaultForbiddenTerminatingNamespace"}},
 	{"bad input", []string{"TestFaultBadInput", "TestFaultBadInputCRDMissing"}},
 }
 
-// TestREADMEFaultTableMatchesTests: every row of the README's fault table
-// has its tests, every TestFault test is a row's, so the table and `make
-// test-faults` cannot drift apart, and each of them runs the checker.
-func TestREADMEFaultTableMatchesTests(t *testing.T) {
+// TestDocsFaultTableMatchesTests: every row of the fault table of
+// docs/operations.md has its tests, every TestFault test is a row's, so
+// the table and `make test-faults` cannot drift apart, and each of them
+// runs the checker.
+func TestDocsFaultTableMatchesTests(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(cp.Root, "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -80,8 +85,10 @@ func TestREADMEFaultTableMatchesTests(t *testing.T) {
 			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") && strings.Contains(fn.Name.Name, "TestFault") {
 				selected = append(selected, fn.Name.Name)
 				ast.Inspect(fn.Body, func(n ast.Node) bool {
+					// suite.WaitConverged(...), or on another control plane
+					// suite.On(bare).WaitConverged(...).
 					if call, ok := n.(*ast.CallExpr); ok {
-						if id, ok := call.Fun.(*ast.Ident); ok && (id.Name == "waitConverged" || id.Name == "waitConvergedOn") {
+						if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "WaitConverged" {
 							checked[fn.Name.Name] = true
 						}
 					}
@@ -126,7 +133,7 @@ func TestREADMEFaultTableMatchesTests(t *testing.T) {
 	// reads a pod.
 	for _, name := range selected {
 		if !checked[name] && name != "TestFaultBadInput" {
-			t.Errorf("%s never runs the checker (waitConverged)", name)
+			t.Errorf("%s never runs the checker (WaitConverged)", name)
 		}
 	}
 	if len(mapped) != len(slices.Compact(slices.Clone(mapped))) {

@@ -2,31 +2,12 @@ package e2e
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"example.com/podtoip-controller/e2e/controlplane"
+	"example.com/podtoip-controller/e2e/framework"
 )
-
-// startRelay puts a TCP relay in front of the shared API server and returns
-// it with a kubeconfig (admin credentials, the cluster CA) whose server is
-// the relay.
-func startRelay(t *testing.T) (*controlplane.Relay, string) {
-	t.Helper()
-	u, err := url.Parse(cp.Host())
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay, err := controlplane.StartRelay(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = relay.Close() })
-	kc := kubeconfigWith(t, func(server *string, _ *[]byte) { *server = "https://" + relay.Addr() })
-	return relay, kc
-}
 
 // The binary's HTTP/2 health check (main.go): a PING after deadConnReadIdle
 // without a frame from the server, the connection closed if no answer comes
@@ -47,43 +28,43 @@ const (
 // deadConnBar of the blackhole's start, and the mirrors converge within 30 s
 // of the restore.
 func TestFaultNetwork(t *testing.T) {
-	ns := newNamespace(t)
-	f := newFleet(ns, 4)
-	relay, kc := startRelay(t)
-	p := startControllerAs(t, kc, "--namespace", ns)
+	ns := suite.NewNamespace(t)
+	f := suite.NewFleet(ns, 4)
+	relay, kc := suite.StartRelay(t)
+	p := suite.StartControllerAs(t, kc, "--namespace", ns)
 	// Runs before the controller is stopped: whatever failed, it gets a
 	// working path to finish its in-flight writes and exit cleanly.
 	t.Cleanup(relay.Restore)
-	waitReady(t, p)
-	f.populate(t, 100)
-	waitConverged(t, 30*time.Second, nil, ns)
-	c := startChurn(t, f, 2, 100*time.Millisecond, 80, 150)
+	framework.WaitReady(t, p)
+	f.Populate(t, 100)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
+	c := framework.StartChurn(t, f, 2, 100*time.Millisecond, 80, 150)
 
 	// Connection resets: every in-flight request and both watches fail.
 	for i := range 5 {
-		hold(t, 1500*time.Millisecond)
+		framework.Hold(t, 1500*time.Millisecond)
 		n := relay.Cut()
 		t.Logf("cut %d: reset %d connections", i+1, n)
 	}
-	hold(t, time.Second)
-	c.hold()
-	took := waitConverged(t, 15*time.Second, nil, ns)
+	framework.Hold(t, time.Second)
+	c.Hold()
+	took := suite.WaitConverged(t, 15*time.Second, nil, ns)
 	t.Logf("converged %v after the cuts", took.Round(time.Millisecond))
-	recordConvergence(t, "network: connection resets", took, 15*time.Second,
+	suite.RecordConvergence(t, "network: connection resets", took, 15*time.Second,
 		"time from 1 s after the last of 5 resets (churn held) until the checker first sees 0/0/0/0", nil, ns)
-	c.release()
+	c.Release()
 
 	// Latency on every byte, both ways.
 	relay.SetLatency(50*time.Millisecond, 200*time.Millisecond)
-	hold(t, 5*time.Second)
-	c.hold()
-	took = waitConverged(t, 20*time.Second, nil, ns)
+	framework.Hold(t, 5*time.Second)
+	c.Hold()
+	took = suite.WaitConverged(t, 20*time.Second, nil, ns)
 	t.Logf("converged %v with 50-200 ms latency", took.Round(time.Millisecond))
-	recordConvergence(t, "network: 50-200 ms latency", took, 20*time.Second,
+	suite.RecordConvergence(t, "network: 50-200 ms latency", took, 20*time.Second,
 		"time from holding the churn, after 5 s of 50-200 ms latency on every byte, until the checker first sees 0/0/0/0 (latency still on)", nil, ns)
 	relay.SetLatency(0, 0)
-	c.release()
-	mustBeRunning(t, p, "after cuts and latency")
+	c.Release()
+	framework.MustBeRunning(t, p, "after cuts and latency")
 
 	// A 20 s blackhole with changes made during it.
 	before := len(relay.Connections())
@@ -91,15 +72,15 @@ func TestFaultNetwork(t *testing.T) {
 	if n := relay.Blackhole(); n == 0 {
 		t.Fatalf("the controller had no connection open through the relay; the blackhole would test nothing")
 	}
-	hold(t, 20*time.Second)
-	c.stop(t)
+	framework.Hold(t, 20*time.Second)
+	c.Stop(t)
 	held := relay.RestoreNewConnections()
 	restored := time.Now()
 	t.Logf("blackhole: %v; the controller still held %d of the connections it had when the blackhole began", restored.Sub(blackholed).Round(time.Millisecond), held)
 
-	took = waitConverged(t, 30*time.Second, nil, ns)
+	took = suite.WaitConverged(t, 30*time.Second, nil, ns)
 	t.Logf("converged %v after the restore", took.Round(time.Millisecond))
-	recordConvergence(t, "network: 20 s blackhole", took, 30*time.Second,
+	suite.RecordConvergence(t, "network: 20 s blackhole", took, 30*time.Second,
 		"time from the end of a 20 s blackhole (the connections established before it dead for good) until the checker first sees 0/0/0/0", nil, ns)
 
 	// How long the controller held on to each connection that went silent.
@@ -132,18 +113,19 @@ func TestFaultNetwork(t *testing.T) {
 	if dead == 0 {
 		t.Errorf("no connection was left dead by the blackhole; the health check was not exercised")
 	} else {
-		recordDuration(t, "network: dead HTTP/2 connection dropped", slowest, deadConnBar,
+		suite.RecordDuration(t, "network: dead HTTP/2 connection dropped", slowest, deadConnBar,
 			"time from the start of a blackhole until the controller closes the last connection established before it (the relay sees the client close)")
 	}
-	mustBeRunning(t, p, "after the blackhole")
+	framework.MustBeRunning(t, p, "after the blackhole")
 }
 
-// TestFaultExpiredWatches cuts the controller off, makes 500 pod writes and
-// 100 deletes it cannot see, compacts etcd to its current revision and
-// restarts the API server before restoring the path (a control-plane
-// upgrade during a partition). The resource versions its informers hold are
-// then gone: their watches fail with 410 Gone ("too old resource version")
-// and they must relist; the mirrors converge within 30 s of the restore.
+// TestFaultNetworkExpiredWatches cuts the controller off, makes 500 pod
+// writes and 100 deletes it cannot see, compacts etcd to its current
+// revision and restarts the API server before restoring the path (a
+// control-plane upgrade during a partition). The resource versions its
+// informers hold are then gone: their watches fail with 410 Gone ("too old
+// resource version") and they must relist; the mirrors converge within 30 s
+// of the restore.
 //
 // The restart is what expires the watches. Every watch is served from the
 // API server's watch cache, which keeps at least 75 s of events whatever
@@ -152,16 +134,16 @@ func TestFaultNetwork(t *testing.T) {
 // and no relist). A restarted API server's cache starts at the current
 // revision; with etcd compacted as well, no part of the server can serve
 // the old revisions.
-func TestFaultExpiredWatches(t *testing.T) {
-	ns := newNamespace(t)
-	f := newFleet(ns, 5)
-	relay, kc := startRelay(t)
+func TestFaultNetworkExpiredWatches(t *testing.T) {
+	ns := suite.NewNamespace(t)
+	f := suite.NewFleet(ns, 5)
+	relay, kc := suite.StartRelay(t)
 	// -v=4 shows the reflectors' "Watch closed ... too old resource version".
-	p := startControllerAs(t, kc, "--namespace", ns, "-v=4")
+	p := suite.StartControllerAs(t, kc, "--namespace", ns, "-v=4")
 	t.Cleanup(relay.Restore) // before the controller is stopped, as above
-	waitReady(t, p)
-	f.populate(t, 150)
-	waitConverged(t, 30*time.Second, nil, ns)
+	framework.WaitReady(t, p)
+	f.Populate(t, 150)
+	suite.WaitConverged(t, 30*time.Second, nil, ns)
 
 	if n := relay.Blackhole(); n == 0 {
 		t.Fatalf("the controller had no connection open through the relay; cutting it off would test nothing")
@@ -169,31 +151,31 @@ func TestFaultExpiredWatches(t *testing.T) {
 	cutOff := time.Now()
 	writes := 0
 	for writes < 500 {
-		if f.size() < 200 && f.intn(2) == 0 {
-			if _, err := f.create(t.Context()); err != nil {
+		if f.Size() < 200 && f.Intn(2) == 0 {
+			if _, err := f.Create(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			writes += 2 // the pod, then its IPs
 			continue
 		}
-		pod := f.pick()
+		pod := f.Pick()
 		if pod == nil {
 			t.Fatal("no pod left to change")
 		}
-		err := f.changeIP(t.Context(), pod)
-		f.done(pod, false)
+		err := f.ChangeIP(t.Context(), pod)
+		f.Done(pod, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		writes++
 	}
 	for range 100 {
-		pod := f.pick()
+		pod := f.Pick()
 		if pod == nil {
 			t.Fatal("no pod left to delete")
 		}
-		err := f.remove(t.Context(), pod, pod.node == "" || f.intn(2) == 0)
-		f.done(pod, err == nil)
+		err := f.Remove(t.Context(), pod, pod.Node == "" || f.Intn(2) == 0)
+		f.Done(pod, err == nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,9 +208,9 @@ func TestFaultExpiredWatches(t *testing.T) {
 
 	logFrom := len(p.Output())
 	relay.Restore()
-	took := waitConverged(t, 30*time.Second, nil, ns)
+	took := suite.WaitConverged(t, 30*time.Second, nil, ns)
 	t.Logf("converged %v after the restore", took.Round(time.Millisecond))
-	recordConvergence(t, "expired watches", took, 30*time.Second,
+	suite.RecordConvergence(t, "expired watches", took, 30*time.Second,
 		"time from restoring the path (after 500 writes and 100 deletes unseen, etcd compacted, API server restarted) until the checker first sees 0/0/0/0", nil, ns)
 
 	// Convergence is the outcome: the 100 deletions happened while the
@@ -251,5 +233,5 @@ func TestFaultExpiredWatches(t *testing.T) {
 		}
 		t.Logf("%s informer after the restore: %d watch(es) expired (410), %d relist(s) logged", typ, expired, relisted)
 	}
-	mustBeRunning(t, p, "after the restore")
+	framework.MustBeRunning(t, p, "after the restore")
 }
