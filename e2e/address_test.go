@@ -150,7 +150,7 @@ func TestAddressLookupAnyAddress(t *testing.T) {
 func TestAddressNonCanonicalRejected(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	object := func(name, fields string) string {
-		return fmt.Sprintf("apiVersion: example.com/v1\nkind: PodToIp\nmetadata:\n  name: %s\n  namespace: %s\npodName: %s\npodUID: made-by-hand\n%s\n",
+		return fmt.Sprintf("apiVersion: example.com/v1\nkind: PodToIp\nmetadata:\n  name: %s\n  namespace: %s\npodName: %s\npodUID: 0badc0de-0000-4000-8000-00000000beef\n%s\n",
 			name, ns, name, fields)
 	}
 	const address = "podAddress must be an IPv4 or IPv6 address in canonical form: IPv4 without leading zeros, IPv6 as RFC 5952 (lower case, zeros compressed), not IPv4-mapped, no zone"

@@ -32,7 +32,7 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 			family = "podIPv6"
 		}
 		obj := map[string]any{"apiVersion": "example.com/v1", "kind": "PodToIp", "metadata": meta,
-			"podName": name, "podUID": "no-pod", "podAddress": address, "podIPs": []any{address}, family: address, "hostNetwork": false}
+			"podName": name, "podUID": "0badc0de-0000-4000-8000-000000000001", "podAddress": address, "podIPs": []any{address}, family: address, "hostNetwork": false}
 		if pod != nil {
 			obj["podUID"] = string(pod.UID)
 			meta["ownerReferences"] = []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": pod.Name,

@@ -404,11 +404,22 @@ func churnWithReuse(t *testing.T, c *controlplane.Cluster, ns, app string) (roun
 // and leader election in the manifests' namespace: only the shipped RBAC
 // grants what they do. A Deployment is scaled while the leader is
 // SIGKILLed; the standby takes over and the cluster converges, with no
-// request refused.
+// request refused. With the shipped admission policy installed, the
+// garbage collector still deletes the mirror of a pod deleted while no
+// controller runs, still orphans one (kubectl delete --cascade=orphan, which
+// removes the owner reference the policy otherwise guards), and namespace
+// deletion still removes mirrors.
 func TestClusterShippedManifestsFailover(t *testing.T) {
 	c := suite.SimCluster(t)
 	ns := simNamespace(t, c)
 	kc(t, c, "apply", "-k", c.Root+"/artifacts")
+	// The policy applies to every identity; the other tests on this
+	// cluster run their controllers as admin.
+	t.Cleanup(func() {
+		if out, err := c.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", c.Root+"/artifacts/policy.yaml"); err != nil {
+			t.Errorf("removing the admission policy: %v\n%s", err, out)
+		}
+	})
 	token := strings.TrimSpace(kc(t, c, "-n", framework.DeployNamespace, "create", "token", "podtoip-controller", "--duration=1h"))
 	kubeconfig := suite.On(c.ControlPlane).TokenKubeconfig(t, token)
 
@@ -444,6 +455,40 @@ func TestClusterShippedManifestsFailover(t *testing.T) {
 		}
 	}
 	reportFailed(t, b, map[string]float64{"DELETE 404": 15}, "mirrors the dead leader or the garbage collector deleted first")
+
+	// No controller runs from here: what happens is the cluster's own doing.
+	framework.StopCleanly(t, b)
+	var pods []corev1.Pod
+	for _, p := range podsOf(t, c, ns, "app=ha") {
+		if p.DeletionTimestamp == nil {
+			pods = append(pods, p)
+		}
+	}
+	if len(pods) < 2 {
+		t.Fatalf("%d pods left, want at least 2", len(pods))
+	}
+	gone, orphaned := pods[0].Name, pods[1].Name
+	kc(t, c, "-n", ns, "delete", "pod", gone, "--wait=false")
+	kc(t, c, "-n", ns, "delete", "pod", orphaned, "--cascade=orphan", "--timeout=1m")
+	sim := suite.On(c.ControlPlane)
+	sim.WaitNoMirror(t, ns, gone)
+	sim.WaitMirror(t, ns, orphaned, "orphaned by the garbage collector", func(m *framework.Mirror) bool {
+		return m != nil && len(m.OwnerReferences) == 0
+	})
+	kc(t, c, "delete", "namespace", ns, "--timeout=2m")
+	if n := countMirrors(t, c, ns); n != 0 {
+		t.Errorf("%d mirrors left after the namespace was deleted", n)
+	}
+}
+
+// countMirrors counts the PodToIps in ns of the simulated cluster.
+func countMirrors(t *testing.T, c *controlplane.Cluster, ns string) int {
+	t.Helper()
+	list, err := suite.On(c.ControlPlane).Mirrors(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
 }
 
 // simNamespace creates a namespace for one test on the simulated cluster.

@@ -90,7 +90,7 @@ func expectEventsRecorded(t *testing.T, ns string, foreign framework.ForeignObje
 	t.Helper()
 	name := fmt.Sprintf("sentinel-%d", len(foreign))
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "PodToIp",
-		"metadata": map[string]any{"name": name, "namespace": ns}, "podName": name, "podUID": "none", "podAddress": "10.251.255.1"}}
+		"metadata": map[string]any{"name": name, "namespace": ns}, "podName": name, "podUID": "0badc0de-0000-4000-8000-000000000003", "podAddress": "10.251.255.1"}}
 	created, err := suite.Mirrors(ns).Create(t.Context(), obj, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

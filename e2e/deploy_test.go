@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,6 +47,14 @@ func TestDeployManifests(t *testing.T) {
 	if out, err := cp.Kubectl(t.Context(), "apply", "-k", artifactsDir); err != nil {
 		t.Fatalf("kubectl apply -k artifacts/: %v\n%s", err, out)
 	}
+	// The admission policy applies to every identity; the other tests run
+	// their controllers as admin. Here the controller runs as the shipped
+	// ServiceAccount, with the policy on.
+	t.Cleanup(func() {
+		if out, err := cp.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", filepath.Join(artifactsDir, "policy.yaml")); err != nil {
+			t.Errorf("removing the admission policy: %v\n%s", err, out)
+		}
+	})
 	if out, err := cp.Kubectl(t.Context(), "apply", "--dry-run=server", "-k", artifactsDir); err != nil {
 		t.Fatalf("kubectl apply --dry-run=server -k artifacts/: %v\n%s", err, out)
 	}
@@ -102,6 +112,10 @@ func TestDeployManifests(t *testing.T) {
 			// to a name; reads and writes touch only its own Lease.
 			{[]string{"create"}, "leases.coordination.k8s.io", framework.DeployNamespace, nil},
 			{[]string{"get", "update"}, "leases.coordination.k8s.io", framework.DeployNamespace, []string{"podtoip-controller"}},
+			// The metrics endpoint has the API server review each scrape's
+			// token and permission.
+			{[]string{"create"}, "tokenreviews.authentication.k8s.io", "", nil},
+			{[]string{"create"}, "subjectaccessreviews.authorization.k8s.io", "", nil},
 		}
 		want := func(verb, resource, ns, name string) bool {
 			for _, g := range allowed {
@@ -124,6 +138,9 @@ func TestDeployManifests(t *testing.T) {
 			"secrets", "configmaps", "nodes", "serviceaccounts/token",
 			"customresourcedefinitions.apiextensions.k8s.io",
 			"ipaddresses.networking.k8s.io", "servicecidrs.networking.k8s.io", "services",
+			"tokenreviews.authentication.k8s.io", "subjectaccessreviews.authorization.k8s.io",
+			"localsubjectaccessreviews.authorization.k8s.io", "validatingadmissionpolicies.admissionregistration.k8s.io",
+			"validatingadmissionpolicybindings.admissionregistration.k8s.io",
 		}
 		type check struct{ verb, resource, ns, name string }
 		var checks []check
@@ -456,9 +473,11 @@ func checkDeploymentAsDocumented(t *testing.T) {
 		}
 		var admitted []string
 		for _, rule := range np.Spec.Ingress {
-			// From anywhere: Prometheus may run in any namespace.
-			if len(rule.From) != 0 {
-				t.Errorf("ingress limited to sources %v; the README admits any scraper", rule.From)
+			// From the namespaces labelled for monitoring, as documented.
+			if len(rule.From) != 1 || rule.From[0].NamespaceSelector == nil || rule.From[0].PodSelector != nil || rule.From[0].IPBlock != nil ||
+				!maps.Equal(rule.From[0].NamespaceSelector.MatchLabels, map[string]string{"metrics": "enabled"}) || len(rule.From[0].NamespaceSelector.MatchExpressions) != 0 ||
+				!strings.Contains(doc, "only from namespaces labelled `metrics=enabled`") {
+				t.Errorf("ingress from %v; the docs admit namespaces labelled metrics=enabled", rule.From)
 			}
 			if len(rule.Ports) == 0 {
 				admitted = append(admitted, "every port")

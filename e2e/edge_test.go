@@ -175,7 +175,7 @@ func TestEdgeForeignReportedOnce(t *testing.T) {
 		}
 		obj, err := suite.Mirrors(ns).Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "example.com/v1", "kind": "PodToIp", "metadata": meta,
-			"podName": name, "podUID": "made-by-hand", "podAddress": "192.0.2.1",
+			"podName": name, "podUID": "0badc0de-0000-4000-8000-000000000004", "podAddress": "192.0.2.1",
 		}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)

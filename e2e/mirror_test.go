@@ -167,7 +167,7 @@ func TestMirrorForeignLeftAlone(t *testing.T) {
 	foreign := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "example.com/v1", "kind": "PodToIp",
 		"metadata": map[string]any{"name": "mine", "namespace": ns, "labels": map[string]any{"team": "net"}},
-		"podName":  "mine", "podUID": "hand-made", "podAddress": "10.244.9.9",
+		"podName":  "mine", "podUID": "0badc0de-0000-4000-8000-000000000002", "podAddress": "10.244.9.9",
 	}}
 	created, err := suite.Mirrors(ns).Create(t.Context(), foreign, metav1.CreateOptions{})
 	if err != nil {

@@ -32,9 +32,11 @@ func (e *Env) StartControllerAs(t testing.TB, kubeconfig string, args ...string)
 // Its output goes to the test's log in the artifacts.
 func (e *Env) StartControllerEnv(t testing.TB, env []string, args ...string) *controlplane.Process {
 	t.Helper()
-	// Random loopback ports, read back from the log, let replicas run side by side.
+	// Random loopback ports, read back from the log, let replicas run side
+	// by side. Metrics in plain HTTP, unless a test asks for the secure
+	// endpoint (a later flag wins).
 	all := append([]string{"-v=2",
-		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, args...)
+		"--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0"}, args...)
 	p, err := controlplane.StartProcess(e.ControllerBin, env, e.TestLog(t), all...)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package framework
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"net/http"
 	"regexp"
@@ -16,7 +17,7 @@ import (
 	"example.com/podtoip-controller/e2e/controlplane"
 )
 
-var servingRE = regexp.MustCompile(`"Serving (metrics|health probes)" address="([^"]+)"`)
+var servingRE = regexp.MustCompile(`"Serving (metrics|health probes)" address="([^"]+)" scheme="(https?)"`)
 
 // Endpoint returns the http://address the controller logged for what
 // ("metrics" or "health probes").
@@ -27,7 +28,7 @@ func Endpoint(t testing.TB, p *controlplane.Process, what string) string {
 	}
 	for _, m := range servingRE.FindAllStringSubmatch(p.Output(), -1) {
 		if m[1] == what {
-			return "http://" + m[2]
+			return m[3] + "://" + m[2]
 		}
 	}
 	t.Fatalf("no %s address in output", what)
@@ -68,12 +69,35 @@ func Probe(ctx context.Context, url string) (int, string, error) {
 	return code, string(bytes.TrimSpace(body)), err
 }
 
+// HTTPGetAs is HTTPGet with a bearer token (none if empty), over HTTPS to
+// the controller's self-signed certificate, as a scraper configured with
+// insecureSkipVerify does.
+func HTTPGetAs(t testing.TB, url, token string) (int, string) {
+	t.Helper()
+	code, body, err := getAs(context.Background(), url, token)
+	if err != nil && code == 0 {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return code, string(body)
+}
+
+// insecureClient trusts any server certificate: the controller's is
+// self-signed.
+var insecureClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+
 func get(ctx context.Context, url string) (int, []byte, error) {
+	return getAs(ctx, url, "")
+}
+
+func getAs(ctx context.Context, url, token string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := insecureClient.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

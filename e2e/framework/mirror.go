@@ -133,7 +133,7 @@ func (e *Env) AddForeign(t testing.TB, foreign ForeignObjects, ns, name string) 
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "example.com/v1", "kind": "PodToIp",
 		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{"team": "net"}},
-		"podName":  name, "podUID": "hand-made", "podAddress": "10.255.0.1",
+		"podName":  name, "podUID": "0badc0de-0000-4000-8000-000000000002", "podAddress": "10.255.0.1",
 	}}
 	created, err := e.Mirrors(ns).Create(t.Context(), obj, metav1.CreateOptions{})
 	if err != nil {

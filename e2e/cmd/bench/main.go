@@ -412,7 +412,7 @@ func (b *bench) startProfiledController(name string) (*controlplane.Process, err
 	if b.prof == nil {
 		return b.startController(name)
 	}
-	args := append([]string{"--kubeconfig", b.cp.Kubeconfig, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
+	args := append([]string{"--kubeconfig", b.cp.Kubeconfig, "--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0",
 		"--profiling-bind-address=" + b.prof.addr}, strings.Fields(b.o.extraArgs)...)
 	return controlplane.StartProcess(b.o.controller, nil, filepath.Join(b.logDir, name+".log"), args...)
 }
@@ -430,7 +430,7 @@ func (b *bench) startBinaryAs(binary, name, kubeconfig string) (*controlplane.Pr
 		kubeconfig = b.cp.Kubeconfig
 	}
 	args := append([]string{"--kubeconfig", kubeconfig,
-		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, strings.Fields(b.o.extraArgs)...)
+		"--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0"}, strings.Fields(b.o.extraArgs)...)
 	return controlplane.StartProcess(binary, nil, filepath.Join(b.logDir, name+".log"), args...)
 }
 

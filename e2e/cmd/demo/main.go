@@ -123,7 +123,7 @@ func run() (err error) {
 
 	// Port 0 on loopback: metrics and probes get free ports that only this
 	// machine can reach, read back from the controller's log.
-	args := []string{"--kubeconfig", cl.Kubeconfig, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}
+	args := []string{"--kubeconfig", cl.Kubeconfig, "--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0"}
 	step("Starting the controller: bin/podtoip-controller " + strings.Join(args, " "))
 	cmd := exec.Command(filepath.Join(cl.Root, "bin", "podtoip-controller"), args...)
 	// Ctrl-C signals the terminal's whole foreground process group. In a
