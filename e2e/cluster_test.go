@@ -415,11 +415,7 @@ func TestClusterShippedManifestsFailover(t *testing.T) {
 	kc(t, c, "apply", "-k", c.Root+"/artifacts")
 	// The policy applies to every identity; the other tests on this
 	// cluster run their controllers as admin.
-	t.Cleanup(func() {
-		if out, err := c.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", c.Root+"/artifacts/policy.yaml"); err != nil {
-			t.Errorf("removing the admission policy: %v\n%s", err, out)
-		}
-	})
+	removePolicyAtEnd(t, c.ControlPlane)
 	token := strings.TrimSpace(kc(t, c, "-n", framework.DeployNamespace, "create", "token", "podtoip-controller", "--duration=1h"))
 	kubeconfig := suite.On(c.ControlPlane).TokenKubeconfig(t, token)
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -50,11 +49,7 @@ func TestDeployManifests(t *testing.T) {
 	// The admission policy applies to every identity; the other tests run
 	// their controllers as admin. Here the controller runs as the shipped
 	// ServiceAccount, with the policy on.
-	t.Cleanup(func() {
-		if out, err := cp.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", filepath.Join(artifactsDir, "policy.yaml")); err != nil {
-			t.Errorf("removing the admission policy: %v\n%s", err, out)
-		}
-	})
+	removePolicyAtEnd(t, cp)
 	if out, err := cp.Kubectl(t.Context(), "apply", "--dry-run=server", "-k", artifactsDir); err != nil {
 		t.Fatalf("kubectl apply --dry-run=server -k artifacts/: %v\n%s", err, out)
 	}

@@ -27,36 +27,44 @@ import (
 func installShippedTrust(t *testing.T, cp *controlplane.ControlPlane) string {
 	t.Helper()
 	dir := filepath.Join(cp.Root, "artifacts")
-	policy := filepath.Join(dir, "policy.yaml")
 	for _, f := range []string{"namespace.yaml", "rbac.yaml", "policy.yaml"} {
 		if out, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(dir, f)); err != nil {
 			t.Fatalf("kubectl apply -f artifacts/%s: %v\n%s", f, err, out)
 		}
 	}
-	t.Cleanup(func() {
-		if out, err := cp.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", policy); err != nil {
-			t.Errorf("removing the admission policy: %v\n%s", err, out)
-		}
-	})
-	waitPolicyEnforced(t, cp)
+	removePolicyAtEnd(t, cp)
+	waitPolicy(t.Context(), t, cp, true)
 	return suite.On(cp).TokenKubeconfig(t, saToken(t, cp, framework.DeployNamespace, "podtoip-controller"))
 }
 
-// waitPolicyEnforced waits until the API server enforces the admission
-// policy (it loads and type-checks a new policy in the background): a dry
-// run of a forged create is refused.
-func waitPolicyEnforced(t *testing.T, cp *controlplane.ControlPlane) {
+// removePolicyAtEnd removes the shipped admission policy from cp when the
+// test ends, and waits until the API server no longer enforces it: the
+// next test's controller runs as admin.
+func removePolicyAtEnd(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if out, err := cp.Kubectl(ctx, "delete", "--ignore-not-found", "-f", filepath.Join(cp.Root, "artifacts", "policy.yaml")); err != nil {
+			t.Errorf("removing the admission policy: %v\n%s", err, out)
+		}
+		waitPolicy(ctx, t, cp, false)
+	})
+}
+
+// waitPolicy waits until the API server enforces the admission policy, or
+// no longer does (it loads policies in the background): a dry run of a
+// forged create by the admin is refused by it, or not.
+func waitPolicy(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, enforced bool) {
 	t.Helper()
-	ns := suite.On(cp).NewNamespace(t)
 	var out string
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.Kubeconfig, "create", "--dry-run=server", "-f", "-")
-		cmd.Stdin = strings.NewReader(forgedMirror(ns, "probe", "10.244.79.1"))
+		cmd.Stdin = strings.NewReader(forgedMirror("default", "policy-probe", "10.244.79.1"))
 		b, _ := cmd.CombinedOutput()
 		out = string(b)
-		return strings.Contains(out, "ValidatingAdmissionPolicy 'podtoip-controller'"), nil
+		return strings.Contains(out, "ValidatingAdmissionPolicy 'podtoip-controller'") == enforced, nil
 	}); err != nil {
-		t.Fatalf("the admission policy is not enforced after 30 s; a dry-run create by the admin says: %s", out)
+		t.Errorf("the admission policy enforced=%v after 30 s; a dry-run create by the admin says: %s", !enforced, out)
 	}
 }
 
