@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -64,14 +65,17 @@ func deepCopy[T any](in *T) *T {
 
 // table writes rows in kubectl's column layout.
 type table struct {
-	w interface {
+	out io.Writer
+	buf bytes.Buffer
+	w   interface {
 		io.Writer
 		Flush() error
 	}
 }
 
 func newTable(out io.Writer, header ...string) *table {
-	t := &table{w: printers.GetNewTabWriter(out)}
+	t := &table{out: out}
+	t.w = printers.GetNewTabWriter(&t.buf)
 	t.row(header...)
 	return t
 }
@@ -81,6 +85,20 @@ func (t *table) row(cells ...string) {
 	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
 }
 
+// flush writes the table out, without the spaces that pad an empty last
+// cell.
+func (t *table) flush() error {
+	if err := t.w.Flush(); err != nil {
+		return err
+	}
+	for line := range strings.Lines(t.buf.String()) {
+		if _, err := io.WriteString(t.out, strings.TrimRight(line, " \n")+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // orNone is s, or <none> when it is empty, as kubectl writes an empty cell.
 func orNone(s string) string {
 	if s == "" {
@@ -88,5 +106,3 @@ func orNone(s string) string {
 	}
 	return s
 }
-
-func (t *table) flush() error { return t.w.Flush() }

@@ -53,6 +53,10 @@ func newRootCommand(o *options) *cobra.Command {
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml. A table when unset.")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.CompletionOptions.DisableDefaultCmd = true
+	// Declared now rather than when a command runs, so that the search for
+	// the command knows --help takes no value: "--help --kubeconfig FILE"
+	// would otherwise take FILE for a command.
+	root.InitDefaultHelpFlag()
 	root.AddCommand(newWhoHasCommand(o), newWhoHadCommand(o), newHistoryCommand(o), newConflictsCommand(o), newVersionCommand(o))
 	return root
 }

@@ -17,6 +17,7 @@ const (
 	uidWeb  = "0b9a1c2e-1111-4222-8333-000000000001"
 	uidCart = "0b9a1c2e-1111-4222-8333-000000000002"
 	uidOld  = "0b9a1c2e-1111-4222-8333-000000000003"
+	uidDB   = "0b9a1c2e-1111-4222-8333-000000000004"
 )
 
 // clock returns testNow's day at hh:mm in UTC.
