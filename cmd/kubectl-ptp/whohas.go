@@ -94,7 +94,7 @@ func (o *options) whoHas(ctx context.Context, cmd *cobra.Command, arg string) er
 		if c.namespace != "" {
 			where = " in namespace " + c.namespace
 		}
-		return notFound(fmt.Sprintf("nobody holds %s%s: no PodToIp of podtoip-controller has it. Who had it: kubectl ptp who-had %s --at TIME", a.canonical, where, arg))
+		return notFound(fmt.Sprintf("nobody holds %s%s: no PodToIp of podtoip-controller has it. Who had it: kubectl ptp who-had %s --at TIME", a.canonical, where, a.canonical))
 	}
 	return nil
 }

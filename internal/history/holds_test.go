@@ -314,3 +314,65 @@ func TestRefresh(t *testing.T) {
 		t.Errorf("Refresh of no holds: Holder %q, Since %v, Holds %d", h.Holder, h.Since, h.Holds)
 	}
 }
+
+// FuzzOperations applies Open, Close, Prune and Bound in any order, with
+// any times, and checks what every writer relies on after each: holds in
+// order of From, at most MaxHolds, at most one open hold per pod, no hold
+// ending before it starts, EndedAfter within [From, To), RecordedFrom
+// never going back, and summaries that Refresh would not change.
+func FuzzOperations(f *testing.F) {
+	f.Add([]byte{0, 1, 10, 1, 1, 20, 0, 2, 15, 2, 0, 30, 3, 0, 0})
+	f.Add([]byte{0, 1, 200, 0, 2, 100, 1, 1, 50, 1, 2, 250, 2, 0, 120})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		h := history()
+		base := at("00:00")
+		minute := func(b byte) time.Time { return base.Add(time.Duration(b) * time.Minute) }
+		var recordedFrom *metav1.Time
+		for len(ops) >= 3 {
+			op, pod, when := ops[0]%4, types.UID(fmt.Sprint(ops[1]%80)), ops[2]
+			ops = ops[3:]
+			switch op {
+			case 0:
+				Open(h, Hold{Namespace: "ns", Pod: string(pod), PodUID: pod, From: metav1.NewTime(minute(when))})
+			case 1:
+				after := minute(when / 2)
+				if when%3 == 0 {
+					Close(h, pod, minute(when), nil)
+				} else {
+					Close(h, pod, minute(when), &after)
+				}
+			case 2:
+				Prune(h, minute(when))
+			case 3:
+				Bound(h)
+			}
+			if len(h.Holders) > MaxHolds {
+				t.Fatalf("%d holds", len(h.Holders))
+			}
+			open := map[types.UID]bool{}
+			for i, x := range h.Holders {
+				if i > 0 && x.From.Before(&h.Holders[i-1].From) {
+					t.Fatalf("hold %d starts before hold %d", i, i-1)
+				}
+				if x.To == nil {
+					if open[x.PodUID] {
+						t.Fatalf("pod %s has two open holds", x.PodUID)
+					}
+					open[x.PodUID] = true
+				} else if x.To.Before(&x.From) {
+					t.Fatalf("hold %d ends before it starts", i)
+				}
+				if x.EndedAfter != nil && (x.To == nil || x.EndedAfter.Before(&x.From) || !x.EndedAfter.Before(x.To)) {
+					t.Fatalf("hold %d has EndedAfter %v outside [%v, %v)", i, x.EndedAfter, x.From, x.To)
+				}
+			}
+			if recordedFrom != nil && (h.RecordedFrom == nil || h.RecordedFrom.Before(recordedFrom)) {
+				t.Fatalf("RecordedFrom went back from %v to %v", recordedFrom, h.RecordedFrom)
+			}
+			recordedFrom = h.RecordedFrom.DeepCopy()
+			if Refresh(h) {
+				t.Fatalf("the summaries were stale after op %d", op)
+			}
+		}
+	})
+}
