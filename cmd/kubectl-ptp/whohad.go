@@ -103,6 +103,9 @@ func (o *options) whoHad(ctx context.Context, cmd *cobra.Command, arg, atFlag st
 			return err
 		}
 	}
+	if certain := countCertain(res.Holders); certain > 1 {
+		fmt.Fprintf(o.streams.ErrOut, "note: %d pods held %s at once at %s: a conflict\n", certain, a.canonical, formatTime(at))
+	}
 	if msg := whoHadNote(res, h, now); msg != "" {
 		if len(res.Holders) == 0 {
 			return notFound(msg)
@@ -110,6 +113,16 @@ func (o *options) whoHad(ctx context.Context, cmd *cobra.Command, arg, atFlag st
 		fmt.Fprintln(o.streams.ErrOut, "note: "+msg)
 	}
 	return nil
+}
+
+func countCertain(matches []history.Match) int {
+	n := 0
+	for _, m := range matches {
+		if !m.Uncertain {
+			n++
+		}
+	}
+	return n
 }
 
 // whoHadNote says what the answer cannot tell: that nobody held the

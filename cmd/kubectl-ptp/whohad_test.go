@@ -51,6 +51,19 @@ shop        old-1   0b9a1c2e-1111-4222-8333-000000000003   <none>   2026-05-01T1
 	}
 }
 
+func TestWhoHadAConflict(t *testing.T) {
+	api := newFakeAPI(t)
+	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
+		busyHistory(h)
+		open(h, "shop", "db-0", uidDB, "node-3", "12:30")
+	})
+	out, errOut, code := runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "13:00")
+	want := "note: 2 pods held 10.244.1.7 at once at 2026-05-01T13:00:00Z: a conflict\n"
+	if !strings.Contains(out, "old-1") || !strings.Contains(out, "db-0") || errOut != want || code != exitFound {
+		t.Errorf("who-had printed\n%s\nstderr %q, exit %d; want old-1 and db-0, stderr %q", out, errOut, code, want)
+	}
+}
+
 func TestWhoHadNoHistory(t *testing.T) {
 	api := newFakeAPI(t)
 	out, errOut, code := runPtp(t, api, testNow, "who-had", "fd00:0::1:7", "--at", "1h", "-o", "json")
