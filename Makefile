@@ -5,6 +5,8 @@ SHELL := /bin/bash
 
 GO       ?= go
 BIN      := bin/podtoip-controller
+# The kubectl plugin: `kubectl ptp ...` once it is on PATH (docs/history.md).
+PLUGIN   := bin/kubectl-ptp
 TOOLS    := _output/bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
@@ -45,8 +47,9 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/podtoip-controller.
+build: ## Build bin/podtoip-controller and the kubectl plugin bin/kubectl-ptp.
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(PLUGIN) ./cmd/kubectl-ptp
 
 .PHONY: controlplane
 controlplane: $(APISERVER) $(ETCD) $(KCM) $(SCHEDULER) $(KWOK) $(KWOK_STAGES) $(JQ) ## Build the pinned control plane and simulated cluster used by tests and the demo (once; ~10-15 minutes the first time on 2 cores).
@@ -98,7 +101,7 @@ FUZZTIME ?= 5000x
 # Each fuzz target as package:Target.
 FUZZ_TARGETS := .:FuzzDesiredMirror .:FuzzMirrorChanged .:FuzzApplyDesired .:FuzzDecodePodToIp .:FuzzCacheDecoderMatchesStandard \
 	.:FuzzEncodeMirrorMatchesStandard .:FuzzScanWrittenMeta ./internal/jsonscan:FuzzCursorMatchesEncodingJSON ./internal/jsonscan:FuzzFramer \
-	./internal/addr:FuzzCanonical ./internal/slim:FuzzUID ./internal/conflicts:FuzzHolderIndex
+	./internal/addr:FuzzCanonical ./internal/slim:FuzzUID ./internal/conflicts:FuzzHolderIndex ./internal/history:FuzzNameRoundTrip ./internal/history:FuzzOperations
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZTIME (5000 inputs); a crasher is written to testdata/fuzz/ and fails the run (keep it as a regression seed).
@@ -120,7 +123,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (5000 inputs); a crasher is writ
 # the package, and on a loaded machine a lower factor times out mutants the
 # tests kill.
 GREMLINS          := $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
-MUTATE_PKGS       ?= ./internal/addr ./internal/slim ./internal/tracker ./internal/conflicts ./internal/jsonscan ./internal/trail .
+MUTATE_PKGS       ?= ./internal/addr ./internal/slim ./internal/tracker ./internal/conflicts ./internal/jsonscan ./internal/trail ./internal/history .
 MUTATE_ROOT_FILES ?= mirror.go records.go decode.go encode.go conflicts.go
 # GREMLINS_FLAGS adds flags, e.g. --dry-run to list the mutants without testing them.
 GREMLINS_FLAGS    ?=

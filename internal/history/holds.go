@@ -1,0 +1,223 @@
+package history
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// New returns an empty history of address (any spelling Name accepts),
+// named and typed, for a writer to Open a first hold in and create.
+func New(address string) (*IPHistory, error) {
+	name, err := Name(address)
+	if err != nil {
+		return nil, err
+	}
+	a, _ := AddressOf(name)
+	return &IPHistory{
+		TypeMeta:   metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Address:    a,
+	}, nil
+}
+
+// Open records that hold.Pod holds the address from hold.From, and reports
+// whether h changed. It is idempotent: a pod (by UID) that already holds
+// the address open changes nothing, so a writer may open every current
+// holder at each reconcile and write only when something is new.
+//
+// The hold is kept in order of From (rounded down to the second); its To
+// and EndedAfter are ignored. Closed holds are dropped, the earliest ended
+// first, to stay within MaxHolds. When MaxHolds holds are open already,
+// which takes that many pods on one address at once (a conflict the
+// PodToIps report), the hold is not added; a writer that opens it again
+// at a later reconcile records it once a hold has ended.
+func Open(h *IPHistory, hold Hold) bool {
+	open := 0
+	for i := range h.Holders {
+		if h.Holders[i].To == nil {
+			if h.Holders[i].PodUID == hold.PodUID {
+				return false
+			}
+			open++
+		}
+	}
+	if open >= MaxHolds {
+		return false
+	}
+	hold.From = floor(hold.From.Time)
+	hold.To, hold.EndedAfter = nil, nil
+	at := len(h.Holders)
+	for at > 0 && hold.From.Before(&h.Holders[at-1].From) {
+		at--
+	}
+	h.Holders = slices.Insert(h.Holders, at, hold)
+	Bound(h)
+	return true
+}
+
+// Close records that the pod podUID let go of the address at at (rounded
+// up to the second), and reports whether h changed: false when the pod
+// holds it open in no hold.
+//
+// endedAfter is nil when the writer saw the end. Otherwise it is the
+// earliest time the hold can have ended (the writer was not running
+// between then and at), and the hold's end is recorded as lying between
+// the two. It is kept within [From, at]; at its upper end nothing is
+// uncertain and it is left out.
+func Close(h *IPHistory, podUID types.UID, at time.Time, endedAfter *time.Time) bool {
+	i := slices.IndexFunc(h.Holders, func(x Hold) bool { return x.To == nil && x.PodUID == podUID })
+	if i < 0 {
+		return false
+	}
+	hold := &h.Holders[i]
+	to := ceil(at)
+	if to.Before(&hold.From) {
+		to = hold.From
+	}
+	hold.To = &to
+	if endedAfter != nil {
+		after := floor(*endedAfter)
+		if after.Before(&hold.From) {
+			after = hold.From
+		}
+		if after.Before(&to) {
+			hold.EndedAfter = &after
+		}
+	}
+	Refresh(h)
+	return true
+}
+
+// Prune removes the holds that ended before before, the start of the
+// retention window, and reports whether h changed and whether no hold is
+// left (a writer then deletes the object rather than keep an empty one).
+// Open holds are kept however old.
+func Prune(h *IPHistory, before time.Time) (changed, empty bool) {
+	kept := h.Holders[:0]
+	for _, hold := range h.Holders {
+		if hold.To != nil && hold.To.Time.Before(before) {
+			forget(h, hold)
+			changed = true
+			continue
+		}
+		kept = append(kept, hold)
+	}
+	clear(h.Holders[len(kept):])
+	h.Holders = kept
+	if Refresh(h) {
+		changed = true
+	}
+	return changed, len(h.Holders) == 0
+}
+
+// Bound removes holds beyond MaxHolds, counting them in Dropped, and
+// reports whether h changed. It removes the holds that ended earliest
+// first, so that the history stays complete after RecordedFrom; open holds
+// go only when more than MaxHolds are open (Open never adds that many),
+// the oldest first. Open calls it; a writer calls it itself only for an
+// object it did not build with Open.
+func Bound(h *IPHistory) bool {
+	changed := false
+	for len(h.Holders) > MaxHolds {
+		victim := -1
+		for i := range h.Holders {
+			if endsBefore(h.Holders[i], victim, h.Holders) {
+				victim = i
+			}
+		}
+		forget(h, h.Holders[victim])
+		h.Holders = slices.Delete(h.Holders, victim, victim+1)
+		if h.Dropped < math.MaxInt32 {
+			h.Dropped++
+		}
+		changed = true
+	}
+	if Refresh(h) {
+		changed = true
+	}
+	return changed
+}
+
+// endsBefore reports whether hold should be dropped before holds[victim]
+// (any hold, when victim is -1): closed before open, then by end, then by
+// start.
+func endsBefore(hold Hold, victim int, holds []Hold) bool {
+	if victim < 0 {
+		return true
+	}
+	v := holds[victim]
+	switch {
+	case (hold.To == nil) != (v.To == nil):
+		return hold.To != nil
+	case hold.To != nil && !hold.To.Equal(v.To):
+		return hold.To.Before(v.To)
+	default:
+		return hold.From.Before(&v.From)
+	}
+}
+
+// forget advances RecordedFrom past the end of a hold being removed.
+func forget(h *IPHistory, hold Hold) {
+	if hold.To == nil {
+		return
+	}
+	if h.RecordedFrom == nil || h.RecordedFrom.Before(hold.To) {
+		t := *hold.To
+		h.RecordedFrom = &t
+	}
+}
+
+// Refresh recomputes Holder, Since and Holds from Holders and reports
+// whether they changed. The other functions call it; a writer calls it
+// itself only for an object it did not build with them.
+func Refresh(h *IPHistory) bool {
+	var holder strings.Builder
+	var since *metav1.Time
+	for i := range h.Holders {
+		hold := &h.Holders[i]
+		if hold.To != nil {
+			continue
+		}
+		if holder.Len() > 0 {
+			holder.WriteString(HolderSeparator)
+		}
+		holder.WriteString(hold.Namespace + "/" + hold.Pod)
+		if since == nil || since.Before(&hold.From) {
+			since = &hold.From
+		}
+	}
+	changed := false
+	if s := holder.String(); s != h.Holder {
+		h.Holder, changed = s, true
+	}
+	if !since.Equal(h.Since) {
+		h.Since, changed = nil, true
+		if since != nil {
+			t := *since
+			h.Since = &t
+		}
+	}
+	if n := int32(len(h.Holders)); n != h.Holds {
+		h.Holds, changed = n, true
+	}
+	return changed
+}
+
+// floor returns t rounded down to the second, in UTC: what the API stores.
+func floor(t time.Time) metav1.Time {
+	return metav1.NewTime(t.UTC().Truncate(time.Second))
+}
+
+// ceil returns t rounded up to the second, in UTC.
+func ceil(t time.Time) metav1.Time {
+	f := t.UTC().Truncate(time.Second)
+	if f.Before(t) {
+		f = f.Add(time.Second)
+	}
+	return metav1.NewTime(f)
+}
