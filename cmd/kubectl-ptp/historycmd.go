@@ -107,6 +107,9 @@ func holdNote(m history.Match) string {
 	if m.Uncertain {
 		note = append(note, "uncertain")
 	}
+	if m.StartedBefore != nil {
+		note = append(note, fmt.Sprintf("started between %s and %s, not observed", formatTime(m.From.Time), formatTime(m.StartedBefore.Time)))
+	}
 	switch {
 	case m.To == nil:
 		note = append(note, "holds it now")

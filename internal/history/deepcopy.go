@@ -16,6 +16,9 @@ func (in *Hold) DeepCopyInto(out *Hold) {
 	if in.EndedAfter != nil {
 		out.EndedAfter = in.EndedAfter.DeepCopy()
 	}
+	if in.StartedBefore != nil {
+		out.StartedBefore = in.StartedBefore.DeepCopy()
+	}
 }
 
 // DeepCopy returns a new Hold equal to in, sharing no memory with it.

@@ -31,7 +31,8 @@ func New(address string) (*IPHistory, error) {
 // holder at each reconcile and write only when something is new.
 //
 // The hold is kept in order of From (rounded down to the second); its To
-// and EndedAfter are ignored. Closed holds are dropped, the earliest ended
+// and EndedAfter are ignored, and a StartedBefore (a start not observed)
+// is kept when it lies after From. Closed holds are dropped, the earliest ended
 // first, to stay within MaxHolds. When MaxHolds holds are open already,
 // which takes that many pods on one address at once (a conflict the
 // PodToIps report), the hold is not added; a writer that opens it again
@@ -51,6 +52,13 @@ func Open(h *IPHistory, hold Hold) bool {
 	}
 	hold.From = floor(hold.From.Time)
 	hold.To, hold.EndedAfter = nil, nil
+	if hold.StartedBefore != nil {
+		if before := ceil(hold.StartedBefore.Time); before.After(hold.From.Time) {
+			hold.StartedBefore = &before
+		} else {
+			hold.StartedBefore = nil
+		}
+	}
 	at := len(h.Holders)
 	for at > 0 && hold.From.Before(&h.Holders[at-1].From) {
 		at--

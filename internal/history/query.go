@@ -10,23 +10,28 @@ import (
 // Match is a hold that covers a time asked about.
 type Match struct {
 	Hold `json:",inline"`
-	// Uncertain is set when the hold's end was not observed and the time
-	// lies between its EndedAfter and To: the pod may have let go of the
-	// address before then.
+	// Uncertain is set when the time lies where the hold's start or end was
+	// not observed: between its From and StartedBefore (the pod may have
+	// got the address only later), or between its EndedAfter and To (it
+	// may have let go of it before then).
 	Uncertain bool `json:"uncertain"`
 }
 
 // At returns the holds that cover t, in the order of Holders: those with
 // From <= t and either no To or t < To. A hold whose end was not observed
-// and that may have ended by t (EndedAfter <= t) is marked Uncertain. More
-// than one certain match means the address was in conflict at t.
+// and that may have ended by t (EndedAfter <= t), or whose start was not
+// observed and that may have started only after t (t < StartedBefore), is
+// marked Uncertain. More than one certain match means the address was in
+// conflict at t.
 func At(h *IPHistory, t time.Time) []Match {
 	var out []Match
 	for _, hold := range h.Holders {
 		if t.Before(hold.From.Time) || hold.To != nil && !t.Before(hold.To.Time) {
 			continue
 		}
-		out = append(out, Match{Hold: hold, Uncertain: hold.EndedAfter != nil && !t.Before(hold.EndedAfter.Time)})
+		uncertain := hold.EndedAfter != nil && !t.Before(hold.EndedAfter.Time) ||
+			hold.StartedBefore != nil && t.Before(hold.StartedBefore.Time)
+		out = append(out, Match{Hold: hold, Uncertain: uncertain})
 	}
 	return out
 }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestAt(t *testing.T) {
@@ -98,5 +100,27 @@ func TestRecordStart(t *testing.T) {
 	var zero time.Time
 	if start, _ := RecordStart(history()); start != zero {
 		t.Errorf("RecordStart of an empty history = %v", start)
+	}
+}
+
+// TestAtStartNotObserved checks a hold whose start was not observed: a time
+// between From and StartedBefore is an uncertain match, a later one a
+// certain match.
+func TestAtStartNotObserved(t *testing.T) {
+	h, _ := New("10.0.0.1")
+	t0 := time.Date(2026, 11, 25, 14, 0, 0, 0, time.UTC)
+	found := metav1.NewTime(t0.Add(10 * time.Minute))
+	Open(h, Hold{Namespace: "ns", Pod: "a", PodUID: "u1", From: metav1.NewTime(t0), StartedBefore: &found})
+	if m := At(h, t0.Add(5*time.Minute)); len(m) != 1 || !m[0].Uncertain {
+		t.Errorf("At(before it was found) = %+v, want one uncertain match", m)
+	}
+	if m := At(h, t0.Add(15*time.Minute)); len(m) != 1 || m[0].Uncertain {
+		t.Errorf("At(after it was found) = %+v, want one certain match", m)
+	}
+	// A StartedBefore not after From says nothing and is dropped.
+	g, _ := New("10.0.0.2")
+	Open(g, Hold{Namespace: "ns", Pod: "a", PodUID: "u1", From: found, StartedBefore: &found})
+	if g.Holders[0].StartedBefore != nil {
+		t.Errorf("StartedBefore = From kept: %+v", g.Holders[0])
 	}
 }

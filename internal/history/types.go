@@ -110,6 +110,12 @@ type Hold struct {
 	// as when the previous leader last renewed its lease. The end lies
 	// between EndedAfter and To, and To is when it was noticed.
 	EndedAfter *metav1.Time `json:"endedAfter,omitempty"`
+	// StartedBefore is set when the writer did not see the hold start (the
+	// pod got the address while no leader was running, or before the
+	// history was on): From is then the earliest time it can have started
+	// (the pod's creation), StartedBefore when the writer found it. The
+	// start lies between the two.
+	StartedBefore *metav1.Time `json:"startedBefore,omitempty"`
 }
 
 // IPHistoryList is a list of IPHistory objects, as returned by list calls.

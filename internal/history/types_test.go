@@ -40,13 +40,14 @@ func largest() *IPHistory {
 	t := metav1.NewTime(time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC))
 	for i := range MaxHolds {
 		h.Holders = append(h.Holders, Hold{
-			Namespace:  strings.Repeat("n", MaxNamespaceLength),
-			Pod:        strings.Repeat("p", MaxPodLength),
-			PodUID:     types.UID(fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)),
-			Node:       strings.Repeat("d", MaxNodeLength),
-			From:       t,
-			To:         &t,
-			EndedAfter: &t,
+			Namespace:     strings.Repeat("n", MaxNamespaceLength),
+			Pod:           strings.Repeat("p", MaxPodLength),
+			PodUID:        types.UID(fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)),
+			Node:          strings.Repeat("d", MaxNodeLength),
+			From:          t,
+			To:            &t,
+			EndedAfter:    &t,
+			StartedBefore: &t,
 		})
 	}
 	h.Dropped, h.RecordedFrom, h.Since, h.Holds = 1<<31-1, &t, &t, MaxHolds
