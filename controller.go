@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/leader"
 	"example.com/podtoip-controller/internal/slim"
 	"example.com/podtoip-controller/internal/tracker"
 )
@@ -61,6 +62,17 @@ type PodToIpsGetter interface {
 type Informers struct {
 	Pods, Mirrors      cache.SharedIndexInformer
 	Nodes, IPAddresses *conflicts.Check
+	// History keeps the IPHistory of every address (nil: off).
+	History *HistoryConfig
+}
+
+// HistoryConfig is what the history of addresses needs: the IPHistory
+// informer (with slimHistory as its transform), the writes, and how long a
+// closed hold is kept.
+type HistoryConfig struct {
+	Informer  cache.SharedIndexInformer
+	Client    historyWriter
+	Retention time.Duration
 }
 
 // Controller keeps one PodToIp per pod that has an IP. Both informers feed
@@ -88,6 +100,8 @@ type Controller struct {
 	// conflicts follows the addresses in conflict, for logs and metrics.
 	conflicts *conflicts.Ledger
 	tracker   *tracker.Tracker
+	// history keeps the IPHistory objects; nil when off.
+	history *historian
 
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// active is set while workers run. Handlers queue keys only then: a
@@ -170,6 +184,11 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		return nil, fmt.Errorf("adding PodToIp event handler: %w", err)
 	}
 	c.cachesSynced = []cache.InformerSynced{inf.Pods.HasSynced, inf.Mirrors.HasSynced, podHandler.HasSynced}
+	if hc := inf.History; hc != nil {
+		if c.history, err = newHistorian(ctx, hc.Client, hc.Informer, c.pods, c.holders, hc.Retention); err != nil {
+			return nil, err
+		}
+	}
 	if k := inf.Nodes; k != nil {
 		if err := ensureIndexers(k.Informer, cache.Indexers{conflicts.AddressIndex: conflicts.NodeAddressIndexFunc}); err != nil {
 			return nil, fmt.Errorf("adding the node address index: %w", err)
@@ -243,7 +262,9 @@ func (c *Controller) enqueue(key cache.ObjectName) {
 
 func (c *Controller) addPod(obj any) {
 	pod := obj.(*podInfo)
-	affected := c.holders.Move(pod.holder(), nil, heldAddresses(pod))
+	is := heldAddresses(pod)
+	affected := c.holders.Move(pod.holder(), nil, is)
+	c.history.moved(nil, is, true)
 	c.enqueue(pod.key())
 	c.enqueueHoldersOf(pod.key(), affected)
 }
@@ -257,8 +278,10 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 	if was, is := heldAddresses(old), heldAddresses(cur); old.UID != cur.UID {
 		// Another incarnation under the name: another holder, of another age.
 		affected = append(c.holders.Move(old.holder(), was, nil), c.holders.Move(cur.holder(), nil, is)...)
+		c.history.moved(was, is, false)
 	} else if !slices.Equal(was, is) {
 		affected = c.holders.Move(cur.holder(), was, is)
+		c.history.moved(was, is, true)
 	}
 	c.enqueue(cur.key())
 	c.enqueueHoldersOf(cur.key(), affected)
@@ -266,7 +289,9 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 
 func (c *Controller) deletePod(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
-		affected := c.holders.Move(pod.holder(), heldAddresses(pod), nil)
+		was := heldAddresses(pod)
+		affected := c.holders.Move(pod.holder(), was, nil)
+		c.history.moved(was, nil, true)
 		c.enqueue(pod.key())
 		c.enqueueHoldersOf(pod.key(), affected)
 	}
@@ -350,6 +375,12 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 	}
 	if len(rest) > 0 {
 		wg.Go(func() { c.queueAll(ctx, rest) })
+	}
+	if c.history != nil {
+		// The holds that ended while no leader ran ended after the
+		// previous leader last renewed its lease, if there was one.
+		previous, _ := leader.PreviousRenewal(ctx)
+		wg.Go(func() { c.history.run(ctx, inflight, max(1, workers/4), previous) })
 	}
 	<-ctx.Done()
 	c.active.Store(false)

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -27,6 +29,7 @@ import (
 
 	"example.com/podtoip-controller/internal/access"
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/kubeclient"
 	"example.com/podtoip-controller/internal/leader"
 	"example.com/podtoip-controller/internal/process"
@@ -70,6 +73,9 @@ type options struct {
 	tlsKeyFile     string
 	probeAddr      string
 	profilingAddr  string
+	// historyRetention is how long closed holds stay in the IPHistory of
+	// their address; 0 turns the history off.
+	historyRetention time.Duration
 	// compression is whether to ask for gzip-compressed responses.
 	compression bool
 	leader      leader.Options
@@ -91,6 +97,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address to serve /healthz (liveness) and /readyz (readiness) on; 0 disables.")
 	fs.StringVar(&o.profilingAddr, "profiling-bind-address", "0", "Address to serve Go runtime profiles on at /debug/pprof/ (CPU, heap, goroutines); 0 (the default) disables. Use a loopback address: profiles show cached pod names and addresses.")
 	fs.BoolVar(&o.compression, "api-compression", false, "Ask the API server to gzip large responses (the initial lists and the watch streams). Off by default: on a cluster's network, compressing and decompressing costs the API server and the controller more CPU than the bytes saved (the watch of PodToIps alone carries one event per write); turn it on for a slow link to a remote API server. A kubeconfig with disable-compression: true keeps it off.")
+	fs.DurationVar(&o.historyRetention, "history-retention", 24*time.Hour, "How long the IPHistory of an address keeps a hold after it ended (who had the address, when); open holds are kept whatever their age. 0 turns the history off, writing and removing nothing.")
 	fs.BoolVar(&o.leader.Enabled, "leader-elect", false, "Run only while holding a coordination.k8s.io Lease, so that several replicas can run with one active.")
 	fs.DurationVar(&o.leader.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long standbys wait after the last renewal before taking the lease over.")
 	fs.DurationVar(&o.leader.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up leadership (and exits).")
@@ -111,6 +118,9 @@ func (o *options) validate() error {
 	}
 	if o.qps > 0 && o.burst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst=%d: must be at least 1", o.burst))
+	}
+	if o.historyRetention < 0 {
+		errs = append(errs, fmt.Errorf("--history-retention=%v: must be 0 (off) or positive", o.historyRetention))
 	}
 	if o.startupTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--startup-timeout=%v: must be positive", o.startupTimeout))
@@ -173,8 +183,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if err := access.WaitForPreconditions(ctx, access.Preconditions{
-		CRD: podToIpCRD, Config: c.config, Namespace: o.namespace, ExtraAccess: o.leader.LeaseAccess(),
-		Timeout: o.startupTimeout, Report: p.health.StartupFailed,
+		CRD: podToIpCRD, Config: c.config, Namespace: o.namespace, ExtraAccess: append(o.leader.LeaseAccess(), o.historyAccess()...),
+		ExtraCRDs: o.historyCRDs(),
+		Timeout:   o.startupTimeout, Report: p.health.StartupFailed,
 	}); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while waiting
@@ -191,6 +202,7 @@ type clients struct {
 	tracker *access.Tracker
 	kube    kubernetes.Interface
 	mirrors *Client
+	history *historyClient
 }
 
 // newClients loads the client configuration and builds the clients on it.
@@ -217,7 +229,11 @@ func newClients(ctx context.Context, o options) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{config: cc, tracker: tracker, kube: kube, mirrors: mirrors}, nil
+	histories, err := newHistoryClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{config: cc, tracker: tracker, kube: kube, mirrors: mirrors, history: histories}, nil
 }
 
 // probes are what the health probes read, shared with leader election.
@@ -293,7 +309,17 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	if err != nil {
 		return err
 	}
-	controller, err := NewController(ctx, c.mirrors, Informers{Pods: podInformer, Mirrors: mirrorInformer, Nodes: nodes, IPAddresses: ipAddresses}, recorder)
+	inf := Informers{Pods: podInformer, Mirrors: mirrorInformer, Nodes: nodes, IPAddresses: ipAddresses}
+	informers := []cache.SharedIndexInformer{podInformer, mirrorInformer}
+	if o.historyRetention > 0 {
+		historyInformer, err := newHistoryInformer(c.history)
+		if err != nil {
+			return err
+		}
+		inf.History = &HistoryConfig{Informer: historyInformer, Client: c.history, Retention: o.historyRetention}
+		informers = append(informers, historyInformer)
+	}
+	controller, err := NewController(ctx, c.mirrors, inf, recorder)
 	if err != nil {
 		return err
 	}
@@ -305,7 +331,7 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 
 	// Every replica warms its caches; only the leader runs workers.
 	p.health.Started(controller.cachesSynced...)
-	startInformers(ctx, controller.checks, podInformer, mirrorInformer)
+	startInformers(ctx, controller.checks, informers...)
 	if !o.leader.Enabled {
 		return controller.Run(ctx, o.workers)
 	}
@@ -352,4 +378,34 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// ipHistoryCRD is what the startup checks say about the IPHistory API.
+var ipHistoryCRD = access.CRD{
+	Kind:         history.Kind,
+	GroupVersion: history.GroupVersion,
+	Resource:     history.Resource,
+	Name:         history.CRDName,
+	InstallHint:  "kubectl apply -f artifacts/crd.yaml' (it installs both CRDs), or turn the history off with '--history-retention=0",
+	RBAC:         "artifacts/rbac.yaml",
+}
+
+// historyCRDs is the IPHistory CRD when the history is on.
+func (o *options) historyCRDs() []access.CRD {
+	if o.historyRetention == 0 {
+		return nil
+	}
+	return []access.CRD{ipHistoryCRD}
+}
+
+// historyAccess is what the history needs, for the startup checks.
+func (o *options) historyAccess() []authorizationv1.ResourceAttributes {
+	if o.historyRetention == 0 {
+		return nil
+	}
+	var out []authorizationv1.ResourceAttributes
+	for _, verb := range []string{"list", "watch", "create", "update", "delete"} {
+		out = append(out, authorizationv1.ResourceAttributes{Verb: verb, Group: history.GroupVersion.Group, Resource: history.Resource})
+	}
+	return out
 }

@@ -35,6 +35,11 @@ var (
 			"With the admission policy (artifacts/policy.yaml) installed, only an identity it exempts can make such an edit.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	historyWritesTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "podtoip", Subsystem: "controller", Name: "history_writes_total",
+		Help:           "Successful writes of IPHistory objects, by operation (create, update, delete): one when a hold starts or ends, or expires.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"operation"})
 	registerOnce sync.Once
 )
 
@@ -42,7 +47,7 @@ var (
 // controller's caches when scraped, so they can never drift from them.
 func registerMetrics(c *Controller) {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncsTotal, writesTotal, conflictsDetectedTotal, editsRevertedTotal)
+		legacyregistry.MustRegister(syncsTotal, writesTotal, conflictsDetectedTotal, editsRevertedTotal, historyWritesTotal)
 		legacyregistry.RawMustRegister(
 			metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Subsystem: "controller", Name: "mirrors",

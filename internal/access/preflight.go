@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,7 +55,9 @@ type Preconditions struct {
 	// ExtraAccess is needed on top of the controller's own permissions,
 	// such as the Lease of leader election.
 	ExtraAccess []authorizationv1.ResourceAttributes
-	Timeout     time.Duration
+	// ExtraCRDs must be served too, in the same group version as CRD.
+	ExtraCRDs []CRD
+	Timeout   time.Duration
 	// Report receives the outcome of every round (nil once they pass).
 	Report func(error)
 }
@@ -112,12 +115,10 @@ func (p *Preconditions) check(ctx context.Context, kube kubernetes.Interface) er
 	case err != nil:
 		return fmt.Errorf("discovering %s: %w", gv, describeConnError(err, p.Config))
 	}
-	found := false
-	for _, r := range resources.APIResources {
-		found = found || r.Name == p.CRD.Resource
-	}
-	if !found {
-		return p.CRD.missing()
+	for _, crd := range append([]CRD{p.CRD}, p.ExtraCRDs...) {
+		if !slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == crd.Resource }) {
+			return crd.missing()
+		}
 	}
 	return p.checkAccess(ctx, kube)
 }

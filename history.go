@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/slim"
+	"example.com/podtoip-controller/internal/tracker"
+)
+
+// historian keeps an IPHistory for every address a pod holds or held within
+// the retention window (internal/history): the answer to "who had this IP
+// at 14:05?". Its key is the address; what it compares is the holders the
+// pod cache shows (the holder index: live pods that are not hostNetwork)
+// with the open holds of the cached IPHistory, and it writes only when a
+// hold starts or ends, or expires. Like the mirrors, it is written by the
+// leader alone.
+type historian struct {
+	client    historyWriter
+	histories cache.Indexer
+	synced    cache.InformerSynced
+	pods      cache.Indexer
+	holders   *conflicts.HolderIndex
+	tracker   *tracker.Tracker
+	queue     workqueue.TypedRateLimitingInterface[string]
+	retention time.Duration
+	now       func() time.Time
+	// active is set while the workers run (on the leader): the handlers
+	// queue nothing before, activation lists what changed meanwhile.
+	active atomic.Bool
+
+	mu sync.Mutex
+	// unseen maps the addresses whose holds started or ended while no
+	// leader ran, found at activation, to the earliest time such an end
+	// can have happened: their next reconcile records the uncertainty.
+	unseen map[string]time.Time
+}
+
+// historyResync is how often the leader looks for holds past the retention
+// window: a hold is pruned at most this long after it expired, and the
+// check reads only the cache.
+const historyResync = time.Minute
+
+func newHistorian(ctx context.Context, client historyWriter, inf cache.SharedIndexInformer, pods cache.Indexer,
+	holders *conflicts.HolderIndex, retention time.Duration) (*historian, error) {
+	h := &historian{
+		client:    client,
+		histories: inf.GetIndexer(),
+		pods:      pods,
+		holders:   holders,
+		tracker:   tracker.New(),
+		retention: retention,
+		now:       time.Now,
+		unseen:    map[string]time.Time{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBaseDelay, retryMaxDelay),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "iphistory"}),
+	}
+	reg, err := addHandler(ctx, inf, h.observe, func(_, cur any) { h.observe(cur) }, h.observeDeleted)
+	if err != nil {
+		return nil, fmt.Errorf("adding IPHistory event handler: %w", err)
+	}
+	h.synced = func() bool { return inf.HasSynced() && reg.HasSynced() }
+	return h, nil
+}
+
+// moved queues the addresses whose holds a pod change starts or ends: those
+// it gained or lost, or all of them when another incarnation of the pod
+// (another UID) holds them now.
+func (h *historian) moved(was, is []string, sameHolder bool) {
+	if h == nil || !h.active.Load() {
+		return
+	}
+	for _, a := range was {
+		if !sameHolder || !slices.Contains(is, a) {
+			h.queue.Add(a)
+		}
+	}
+	for _, a := range is {
+		if !sameHolder || !slices.Contains(was, a) {
+			h.queue.Add(a)
+		}
+	}
+}
+
+// observe queues the address of an IPHistory someone else wrote (the
+// controller's own writes are recognised by the tracker).
+func (h *historian) observe(obj any) {
+	if o, ok := obj.(*history.IPHistory); ok && !h.tracker.Observe(historyKey(o.Name), historyVersion(o), false) && h.active.Load() {
+		h.queue.Add(o.Address)
+	}
+}
+
+func (h *historian) observeDeleted(obj any) {
+	if o, ok := unwrapTombstone(obj).(*history.IPHistory); ok && !h.tracker.Observe(historyKey(o.Name), historyVersion(o), true) && h.active.Load() {
+		h.queue.Add(o.Address)
+	}
+}
+
+func historyKey(name string) cache.ObjectName { return cache.ObjectName{Name: name} }
+
+func historyVersion(o *history.IPHistory) tracker.Version {
+	return tracker.Version{UID: slim.ToUID(o.UID), RV: o.ResourceVersion}
+}
+
+// run reconciles addresses with workers until ctx ends, once the caches
+// have synced; inflight is the context of the API calls (see RunLeading).
+// previous is the earliest time a hold that ended while no leader ran can
+// have ended: when the previous leader last renewed its lease, if known.
+func (h *historian) run(ctx, inflight context.Context, workers int, previous time.Time) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, h.synced) {
+		h.queue.ShutDown()
+		return
+	}
+	h.activate(previous)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for h.processNext(ctx, inflight) {
+			}
+		})
+	}
+	wg.Go(func() { h.expireEvery(ctx, historyResync) })
+	<-ctx.Done()
+	h.active.Store(false)
+	h.queue.ShutDown()
+	wg.Wait()
+}
+
+// activate turns on queueing and queues what changed while no leader ran:
+// open holds whose pod no longer holds the address, and holders without an
+// open hold (the history was off, or the pod got the address meanwhile).
+// Their reconcile records that the change was not seen as it happened.
+// Addresses in sync queue nothing, so a restart writes nothing.
+func (h *historian) activate(previous time.Time) {
+	h.active.Store(true)
+	open := map[string][]slim.UID{} // the open holds, by address
+	for _, obj := range h.histories.List() {
+		o := obj.(*history.IPHistory)
+		for _, hold := range history.OpenHolds(o) {
+			open[o.Address] = append(open[o.Address], slim.ToUID(hold.PodUID))
+			if !h.holds(o.Address, hold.PodUID) {
+				h.markUnseen(o.Address, previous)
+			}
+		}
+		if h.expired(o) {
+			h.queue.Add(o.Address)
+		}
+	}
+	for _, obj := range h.pods.List() {
+		pod := obj.(*podInfo)
+		for _, a := range heldAddresses(pod) {
+			if !slices.Contains(open[a], pod.UID) {
+				h.markUnseen(a, previous)
+			}
+		}
+	}
+}
+
+func (h *historian) markUnseen(addr string, previous time.Time) {
+	h.mu.Lock()
+	h.unseen[addr] = previous
+	h.mu.Unlock()
+	h.queue.Add(addr)
+}
+
+// holds reports whether the cached pod of that UID holds addr now.
+func (h *historian) holds(addr string, uid types.UID) bool {
+	return slices.ContainsFunc(h.holdersOf(addr, time.Time{}, nil), func(x history.Hold) bool { return x.PodUID == uid })
+}
+
+// expired reports whether o has a closed hold past the retention window.
+func (h *historian) expired(o *history.IPHistory) bool {
+	before := h.now().Add(-h.retention)
+	for _, hold := range o.Holders {
+		if hold.To != nil && hold.To.Time.Before(before) {
+			return true
+		}
+	}
+	return false
+}
+
+// expireEvery queues, every period, the addresses with holds past the
+// retention window: one pass over the cache, no timer per object, no write
+// when nothing expired.
+func (h *historian) expireEvery(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, obj := range h.histories.List() {
+				if o := obj.(*history.IPHistory); h.expired(o) {
+					h.queue.Add(o.Address)
+				}
+			}
+		}
+	}
+}
+
+// processNext reconciles one address; false once the queue is shut down.
+func (h *historian) processNext(stop, workCtx context.Context) bool {
+	addr, quit := h.queue.Get()
+	if quit {
+		return false
+	}
+	defer h.queue.Done(addr)
+	if stop.Err() != nil {
+		return true // shutting down: the next leader reconciles it
+	}
+	ctx, cancel := context.WithTimeout(workCtx, syncTimeout)
+	defer cancel()
+	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(stop), "address", addr))
+	err := h.sync(ctx, addr)
+	switch {
+	case err == nil:
+		h.queue.Forget(addr)
+	case isPermanent(err) && h.queue.NumRequeues(addr) >= maxPermanentRetries:
+		klog.FromContext(ctx).Error(err, "Dropping the IPHistory of an address after repeated rejections")
+		h.queue.Forget(addr)
+	default:
+		klog.FromContext(ctx).V(2).Info("Retrying the IPHistory of an address", "err", err)
+		h.queue.AddRateLimited(addr)
+	}
+	return true
+}
