@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/tracker"
+)
+
+// fakeHistories records the historian's writes and answers them as the API
+// server would: a UID on create, a new resourceVersion on every write.
+type fakeHistories struct {
+	calls []string
+	last  *history.IPHistory
+	rv    int
+}
+
+func (f *fakeHistories) write(op string, h *history.IPHistory) (*history.IPHistory, error) {
+	f.calls = append(f.calls, op+" "+h.Name)
+	f.rv++
+	out := h.DeepCopy()
+	if out.UID == "" {
+		out.UID = types.UID("h-" + h.Name)
+	}
+	out.ResourceVersion = fmt.Sprint(f.rv)
+	f.last = out
+	return out, nil
+}
+
+func (f *fakeHistories) Create(_ context.Context, h *history.IPHistory) (*history.IPHistory, error) {
+	return f.write("create", h)
+}
+
+func (f *fakeHistories) Update(_ context.Context, h *history.IPHistory) (*history.IPHistory, error) {
+	return f.write("update", h)
+}
+
+func (f *fakeHistories) Delete(_ context.Context, name string, _ metav1.Preconditions) error {
+	f.calls = append(f.calls, "delete "+name)
+	f.last = nil
+	return nil
+}
+
+// historyFixture is a historian on plain caches: pods (with the holder
+// index the pod handlers keep) and IPHistories, a fake writer and a clock.
+type historyFixture struct {
+	t      *testing.T
+	h      *historian
+	client *fakeHistories
+	now    time.Time
+}
+
+func newHistoryFixture(t *testing.T) *historyFixture {
+	f := &historyFixture{t: t, client: &fakeHistories{}, now: time.Date(2026, 11, 25, 14, 5, 0, 0, time.UTC)}
+	f.h = &historian{
+		client:    f.client,
+		histories: cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil),
+		pods:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil),
+		holders:   conflicts.NewHolderIndex(conflicts.MaxListed),
+		tracker:   tracker.New(),
+		retention: time.Hour,
+		now:       func() time.Time { return f.now },
+		unseen:    map[string]time.Time{},
+		queue:     workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+	}
+	t.Cleanup(f.h.queue.ShutDown)
+	return f
+}
+
+// addPod caches pod and indexes its addresses, as the pod handlers do.
+func (f *historyFixture) addPod(pod *corev1.Pod) *podInfo {
+	p := toPodInfo(pod)
+	if err := f.h.pods.Add(p); err != nil {
+		f.t.Fatal(err)
+	}
+	f.h.holders.Move(p.holder(), nil, heldAddresses(p))
+	return p
+}
+
+func (f *historyFixture) deletePod(p *podInfo) {
+	_ = f.h.pods.Delete(p)
+	f.h.holders.Move(p.holder(), heldAddresses(p), nil)
+}
+
+// sync reconciles addr, then lets the cache show what was written.
+func (f *historyFixture) sync(addr string) {
+	f.t.Helper()
+	if err := f.h.sync(context.Background(), addr); err != nil {
+		f.t.Fatalf("sync %s: %v", addr, err)
+	}
+	name, _ := history.Name(addr)
+	obj, cached, _ := f.h.histories.GetByKey(name)
+	switch {
+	case f.client.last != nil && f.client.last.Name == name:
+		_ = f.h.histories.Update(f.client.last)
+		f.h.tracker.Observe(historyKey(name), historyVersion(f.client.last), false)
+	case cached && len(f.client.calls) > 0 && f.client.calls[len(f.client.calls)-1] == "delete "+name:
+		_ = f.h.histories.Delete(obj)
+		f.h.tracker.Observe(historyKey(name), historyVersion(obj.(*history.IPHistory)), true)
+	}
+	f.client.last = nil
+}
+
+func (f *historyFixture) expectCalls(want ...string) {
+	f.t.Helper()
+	if fmt.Sprint(f.client.calls) != fmt.Sprint(want) {
+		f.t.Errorf("writes = %v, want %v", f.client.calls, want)
+	}
+	f.client.calls = nil
+}
+
+func (f *historyFixture) cached(addr string) *history.IPHistory {
+	name, _ := history.Name(addr)
+	obj, ok, _ := f.h.histories.GetByKey(name)
+	if !ok {
+		return nil
+	}
+	return obj.(*history.IPHistory)
+}
+
+// TestHistoryOneWritePerHoldChange follows a dual-stack pod and the pod
+// that takes its IPv4 address: one create per address when the hold
+// starts, one update when it ends, one when the next holder's starts, none
+// when nothing changed; each hold from and to the time the controller saw
+// it, the end observed.
+func TestHistoryOneWritePerHoldChange(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	a := f.addPod(testPod())
+	f.sync("10.244.0.5")
+	f.sync("fd00::5")
+	f.expectCalls("create 10.244.0.5", "create fd00--5")
+	f.sync("10.244.0.5")
+	f.expectCalls()
+
+	f.now = start.Add(time.Minute)
+	f.deletePod(a)
+	f.sync("10.244.0.5")
+	f.sync("fd00::5")
+	f.expectCalls("update 10.244.0.5", "update fd00--5")
+	f.now = start.Add(2 * time.Minute)
+	f.addPod(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "api", "uid-2"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	f.sync("10.244.0.5")
+	f.expectCalls("update 10.244.0.5")
+
+	h := f.cached("10.244.0.5")
+	if len(h.Holders) != 2 {
+		t.Fatalf("holders = %+v, want two", h.Holders)
+	}
+	first, second := h.Holders[0], h.Holders[1]
+	if first.Pod != "web" || first.PodUID != "uid-1" || first.Node != "node-1" || !first.From.Time.Equal(start) ||
+		first.To == nil || !first.To.Time.Equal(start.Add(time.Minute)) || first.EndedAfter != nil || first.StartedBefore != nil {
+		t.Errorf("first hold = %+v, want web from %v to %v, seen", first, start, start.Add(time.Minute))
+	}
+	if second.Pod != "api" || second.To != nil || !second.From.Time.Equal(start.Add(2*time.Minute)) || h.Holder != "ns/api" {
+		t.Errorf("second hold = %+v (holder %q), want api, open since %v", second, h.Holder, start.Add(2*time.Minute))
+	}
+	if h.Labels[managedByLabel] != controllerName {
+		t.Errorf("labels = %v, want managed-by", h.Labels)
+	}
+}
+
+// TestHistoryActivationRecordsWhatNoLeaderSaw checks a new leader's first
+// pass: the open hold of a pod deleted while no leader ran is closed with
+// the interval its end lies in (after the previous leader's last renewal),
+// a pod that got an address meanwhile gets a hold whose start lies between
+// its creation and now, and an address in sync is not even queued.
+func TestHistoryActivationRecordsWhatNoLeaderSaw(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	gone := f.addPod(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.addPod(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "kept", "uid-k"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.7"}}
+	}))
+	f.sync("10.244.0.5")
+	f.sync("10.244.0.7")
+	f.expectCalls("create 10.244.0.5", "create 10.244.0.7")
+
+	// No leader from here until now.
+	previous := start.Add(10 * time.Minute)
+	f.deletePod(gone)
+	created := start.Add(12 * time.Minute)
+	f.addPod(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "new", "uid-n"
+		p.CreationTimestamp = metav1.NewTime(created)
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.9"}}
+	}))
+	f.now = start.Add(20 * time.Minute)
+	f.h.activate(previous)
+	if n := f.h.queue.Len(); n != 2 {
+		t.Fatalf("activation queued %d addresses, want 2 (the one in sync not queued)", n)
+	}
+	f.sync("10.244.0.5")
+	f.sync("10.244.0.9")
+	f.sync("10.244.0.7")
+	f.expectCalls("update 10.244.0.5", "create 10.244.0.9")
+
+	ended := f.cached("10.244.0.5").Holders[0]
+	if ended.EndedAfter == nil || !ended.EndedAfter.Time.Equal(previous) || ended.To == nil || !ended.To.Time.Equal(f.now) {
+		t.Errorf("hold of the pod deleted while no leader ran = %+v, want ended between %v and %v", ended, previous, f.now)
+	}
+	found := f.cached("10.244.0.9").Holders[0]
+	if !found.From.Time.Equal(created) || found.StartedBefore == nil || !found.StartedBefore.Time.Equal(f.now) {
+		t.Errorf("hold of the pod that got its address while no leader ran = %+v, want started between %v and %v", found, created, f.now)
+	}
+	if len(f.h.unseen) != 0 {
+		t.Errorf("unseen = %v after the reconciles, want empty", f.h.unseen)
+	}
+}
+
+// TestHistoryRetention checks pruning: a closed hold past the retention
+// window goes; an open hold stays whatever its age; an address with no hold
+// left is deleted; nothing is written when nothing expired.
+func TestHistoryRetention(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	a := f.addPod(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.addPod(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "long", "uid-l"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.6"}}
+	}))
+	f.sync("10.244.0.5")
+	f.sync("10.244.0.6")
+	f.now = start.Add(time.Minute)
+	f.deletePod(a)
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5", "create 10.244.0.6", "update 10.244.0.5")
+
+	f.now = start.Add(30 * time.Minute)
+	if f.h.expired(f.cached("10.244.0.5")) {
+		t.Error("a hold within the retention window counts as expired")
+	}
+	f.sync("10.244.0.5")
+	f.expectCalls()
+
+	f.now = start.Add(2 * time.Hour)
+	if !f.h.expired(f.cached("10.244.0.5")) || f.h.expired(f.cached("10.244.0.6")) {
+		t.Error("expired() does not tell the ended hold past the window from the open one")
+	}
+	f.sync("10.244.0.5")
+	f.sync("10.244.0.6")
+	f.expectCalls("delete 10.244.0.5")
+	if f.cached("10.244.0.6") == nil || len(f.cached("10.244.0.6").Holders) != 1 {
+		t.Error("the open hold, two hours old, was not kept")
+	}
+}
+
+// TestHistoryMovedQueuesChangedAddresses checks what the pod handlers
+// queue: the addresses gained or lost, all of them for another incarnation,
+// nothing before the workers run.
+func TestHistoryMovedQueuesChangedAddresses(t *testing.T) {
+	f := newHistoryFixture(t)
+	f.h.moved(nil, []string{"10.0.0.1"}, true)
+	if n := f.h.queue.Len(); n != 0 {
+		t.Fatalf("queued %d before activation, want 0", n)
+	}
+	f.h.active.Store(true)
+	f.h.moved([]string{"10.0.0.1", "fd00::1"}, []string{"10.0.0.2", "fd00::1"}, true)
+	if n := f.h.queue.Len(); n != 2 {
+		t.Errorf("a pod trading 10.0.0.1 for 10.0.0.2 queued %d addresses, want 2", n)
+	}
+	f.h.moved([]string{"10.0.0.3"}, []string{"10.0.0.3"}, false)
+	if n := f.h.queue.Len(); n != 3 {
+		t.Errorf("another incarnation on the same address queued %d in all, want 3", n)
+	}
+	var nilHistorian *historian
+	nilHistorian.moved(nil, []string{"10.0.0.1"}, true) // the history off: no panic
+}
