@@ -48,10 +48,12 @@ type historian struct {
 	unseen map[string]time.Time
 }
 
-// historyResync is how often the leader looks for holds past the retention
-// window: a hold is pruned at most this long after it expired, and the
-// check reads only the cache.
-const historyResync = time.Minute
+// expiryCheck is how often the leader looks for holds past the retention
+// window: a hold is pruned at most a minute after it expired (sooner with a
+// short retention), and the check reads only the cache.
+func expiryCheck(retention time.Duration) time.Duration {
+	return min(time.Minute, max(retention/2, time.Second))
+}
 
 func newHistorian(ctx context.Context, client historyWriter, inf cache.SharedIndexInformer, pods cache.Indexer,
 	holders *conflicts.HolderIndex, retention time.Duration) (*historian, error) {
@@ -133,7 +135,7 @@ func (h *historian) run(ctx, inflight context.Context, workers int, previous tim
 			}
 		})
 	}
-	wg.Go(func() { h.expireEvery(ctx, historyResync) })
+	wg.Go(func() { h.expireEvery(ctx, expiryCheck(h.retention)) })
 	<-ctx.Done()
 	h.active.Store(false)
 	h.queue.ShutDown()
