@@ -97,6 +97,7 @@ func TestDeployManifests(t *testing.T) {
 			{[]string{"get", "list", "watch"}, "pods", "", nil},
 			// No patch: it updates whole objects.
 			{[]string{"get", "list", "watch", "create", "update", "delete"}, "podtoips.example.com", "", nil},
+			{[]string{"get", "list", "watch", "create", "update", "delete"}, "iphistories.example.com", "", nil},
 			{[]string{"create", "patch"}, "events", "", nil},
 			// The address conflict checks read Node addresses and the
 			// IPAddresses of Service ClusterIPs, through informers: no get,
@@ -128,7 +129,7 @@ func TestDeployManifests(t *testing.T) {
 		verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 		resources := []string{
 			"pods", "pods/status", "pods/log", "pods/exec", "pods/eviction",
-			"podtoips.example.com", "podtoips.example.com/status",
+			"podtoips.example.com", "podtoips.example.com/status", "iphistories.example.com",
 			"events", "events.events.k8s.io", "leases.coordination.k8s.io",
 			"secrets", "configmaps", "nodes", "serviceaccounts/token",
 			"customresourcedefinitions.apiextensions.k8s.io",

@@ -190,6 +190,27 @@ func TestTrustPolicyRefusesForgery(t *testing.T) {
 		}
 	}
 
+	// Nobody else writes or deletes the history, whatever RBAC allows: here
+	// the admin, allowed everything.
+	suite.WaitHistory(t, "10.244.77.1", "web-0's hold", func(h *framework.History) bool { return h != nil })
+	for _, tc := range []struct {
+		what string
+		args []string
+	}{
+		{"creating an IPHistory", []string{"create", "-f", "-"}},
+		{"changing an IPHistory", []string{"patch", "iphistory", "10.244.77.1", "--type=merge", "-p", `{"metadata":{"labels":{"edited":"by-hand"}}}`}},
+		{"deleting an IPHistory", []string{"delete", "iphistory", "10.244.77.1"}},
+	} {
+		stdin := ""
+		if tc.args[0] == "create" {
+			stdin = `{"apiVersion":"example.com/v1","kind":"IPHistory","metadata":{"name":"10.244.77.99"},"address":"10.244.77.99","holds":0}`
+		}
+		out, err := kubectlAs(cp.Kubeconfig, stdin, tc.args...)
+		if err == nil || !strings.Contains(out, "ValidatingAdmissionPolicy 'podtoip-controller-history'") {
+			t.Errorf("%s as the admin: err=%v out=%s; want the history policy's refusal", tc.what, err, out)
+		}
+	}
+
 	// Run as anyone else (here, the admin), the controller is refused, and
 	// says by which policy and what to do.
 	other := suite.NewNamespace(t)

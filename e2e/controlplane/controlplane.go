@@ -228,7 +228,7 @@ func (cp *ControlPlane) InstallCRD(ctx context.Context) error {
 	if _, err := cp.Kubectl(ctx, "apply", "-f", filepath.Join(cp.Root, "artifacts", "crd.yaml")); err != nil {
 		return err
 	}
-	if _, err := cp.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/podtoips.example.com"); err != nil {
+	if _, err := cp.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/podtoips.example.com", "crd/iphistories.example.com"); err != nil {
 		return err
 	}
 	return nil

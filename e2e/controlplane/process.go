@@ -22,21 +22,31 @@ import (
 // packages built with the same flags are compiled once and shared through
 // Go's build cache, which matters on a fresh machine.
 func BuildController(root string) (string, error) {
-	bin := filepath.Join(root, "bin", "podtoip-controller")
+	return build(root, "podtoip-controller", ".")
+}
+
+// BuildPlugin builds the kubectl plugin into bin/kubectl-ptp and returns
+// its path.
+func BuildPlugin(root string) (string, error) {
+	return build(root, "kubectl-ptp", "./cmd/kubectl-ptp")
+}
+
+func build(root, name, pkg string) (string, error) {
+	bin := filepath.Join(root, "bin", name)
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return "", err
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
-	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, ".")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, pkg)
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("building podtoip-controller: %w", err)
+		return "", fmt.Errorf("building %s: %w", name, err)
 	}
 	if err := os.Rename(tmp, bin); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("installing podtoip-controller: %w", err)
+		return "", fmt.Errorf("installing %s: %w", name, err)
 	}
 	return bin, nil
 }

@@ -54,6 +54,8 @@ type Env struct {
 	CP *controlplane.ControlPlane
 	// ControllerBin is the freshly built binary under test.
 	ControllerBin string
+	// PluginBin is the freshly built kubectl plugin, kubectl-ptp.
+	PluginBin string
 	// Artifacts collects control-plane and controller logs for debugging,
 	// and the fault scenarios' figures (e2e/_artifacts).
 	Artifacts string
@@ -91,6 +93,9 @@ func Setup() (*Env, error) {
 		return nil, err
 	}
 	if e.ControllerBin, err = controlplane.BuildController(root); err != nil {
+		return nil, err
+	}
+	if e.PluginBin, err = controlplane.BuildPlugin(root); err != nil {
 		return nil, err
 	}
 	if e.shared.cpLog, err = os.Create(e.ProcessLog("controlplane.log")); err != nil {
