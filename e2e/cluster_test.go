@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"example.com/podtoip-controller/e2e/controlplane"
 	"example.com/podtoip-controller/e2e/framework"
@@ -643,4 +646,145 @@ func podsOf(t *testing.T, c *controlplane.Cluster, ns, selector string) []corev1
 		t.Fatal(err)
 	}
 	return list.Items
+}
+
+// observedHold is a pod's hold on an address as the test saw it through
+// its own watch of the pods.
+type observedHold struct {
+	uid        types.UID
+	pod        string
+	start, end time.Time // end zero while it lasts
+}
+
+// watchHolds records, from a watch of ns's pods, when each pod started and
+// stopped holding each of its addresses (as the controller counts a
+// holder: an address, not hostNetwork, not terminating, not finished).
+// stop ends the watch and returns the holds by address, in order of start.
+func watchHolds(t *testing.T, c *controlplane.Cluster, ns string) (stop func() map[string][]observedHold) {
+	t.Helper()
+	w, err := c.Kube.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds := map[string][]observedHold{}
+	held := map[types.UID][]string{} // the addresses each pod holds now
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			var is []string
+			if ev.Type != watch.Deleted && framework.PodWantsMirror(pod) && !pod.Spec.HostNetwork {
+				is = framework.PodIPList(pod)
+			}
+			for _, a := range held[pod.UID] {
+				if !slices.Contains(is, a) {
+					list := holds[a]
+					for i := range list {
+						if list[i].uid == pod.UID && list[i].end.IsZero() {
+							list[i].end = now
+						}
+					}
+				}
+			}
+			for _, a := range is {
+				if !slices.Contains(held[pod.UID], a) {
+					holds[a] = append(holds[a], observedHold{uid: pod.UID, pod: pod.Name, start: now})
+				}
+			}
+			held[pod.UID] = is
+		}
+	}()
+	return func() map[string][]observedHold {
+		w.Stop()
+		<-done
+		return holds
+	}
+}
+
+// TestClusterHistoryMatchesPodLifecycles runs a Deployment scaled down and
+// up again (kwok gives freed addresses to the next pods at once), a Job
+// whose pods finish, and a deleted pod, and checks every IPHistory of the
+// namespace's addresses against the pods' own lifecycles as a watch of the
+// pods saw them: the same holders in the same order, each hold from when
+// the pod got the address to when it let go of it (to the second, give or
+// take the controller's delay), open exactly while the pod holds it.
+func TestClusterHistoryMatchesPodLifecycles(t *testing.T) {
+	c := suite.SimCluster(t)
+	ns := simNamespace(t, c)
+	stop := watchHolds(t, c, ns)
+	p := startSimController(t, c)
+
+	kc(t, c, "-n", ns, "create", "deployment", "web", "--image="+framework.PauseImage, "--replicas=8")
+	rollout(t, c, ns, "deployment/web")
+	kc(t, c, "-n", ns, "scale", "deployment/web", "--replicas=3")
+	rollout(t, c, ns, "deployment/web")
+	kc(t, c, "-n", ns, "scale", "deployment/web", "--replicas=8")
+	rollout(t, c, ns, "deployment/web")
+	kcApply(t, c, fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata: {name: batch, namespace: %s}
+spec:
+  completions: 4
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: work, image: %s}]
+`, ns, framework.PauseImage))
+	kc(t, c, "-n", ns, "wait", "--for=condition=Complete", "job/batch", "--timeout=2m")
+	kc(t, c, "-n", ns, "delete", "pod", podsOf(t, c, ns, "app=web")[0].Name, "--wait=true")
+	rollout(t, c, ns, "deployment/web")
+	waitClusterConverged(t, c, time.Minute)
+	framework.WaitIdle(t, p, 10*time.Second)
+	observed := stop()
+
+	sim := suite.On(c.ControlPlane)
+	reused := 0
+	for addr, want := range observed {
+		if len(want) > 1 {
+			reused++
+		}
+		name := strings.ReplaceAll(addr, ":", "-") // the addresses here are IPv4 or start and end with a digit
+		h, err := sim.GetHistory(t.Context(), name)
+		if err != nil || h == nil {
+			t.Errorf("no IPHistory %s (%v); the namespace's pods held it: %v", name, err, want)
+			continue
+		}
+		var got []framework.HistoryHold
+		for _, hold := range h.Holders {
+			if hold.Namespace == ns {
+				got = append(got, hold)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s: %d holds of the namespace's pods recorded, %d observed:\nrecorded %+v\nobserved %+v", addr, len(got), len(want), got, want)
+			continue
+		}
+		for i, w := range want {
+			g := got[i]
+			if g.PodUID != w.uid || g.Pod != w.pod || g.EndedAfter != nil || g.StartedBefore != nil {
+				t.Errorf("%s hold %d: recorded %+v, observed %s (%s)", addr, i, g, w.pod, w.uid)
+				continue
+			}
+			if !near(g.From.Time, w.start) || (g.To == nil) != w.end.IsZero() || (g.To != nil && !near(g.To.Time, w.end)) {
+				t.Errorf("%s hold of %s: recorded %v to %v, observed %v to %v", addr, w.pod, g.From, g.To, w.start, w.end)
+			}
+		}
+	}
+	if reused == 0 {
+		t.Error("no address was held by two pods in turn: the test did not exercise address reuse")
+	}
+	t.Logf("%d addresses checked, %d of them held by several pods in turn", len(observed), reused)
+}
+
+// near reports whether a recorded time (whole seconds, a start rounded down
+// and an end up) matches an observed one, allowing for the controller's
+// delay behind the test's watch.
+func near(recorded, observed time.Time) bool {
+	return !recorded.Before(observed.Truncate(time.Second).Add(-time.Second)) && !recorded.After(observed.Add(3*time.Second))
 }
