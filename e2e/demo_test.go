@@ -447,6 +447,29 @@ func checkDemoShows(t *testing.T, out string) {
 		}
 	}
 
+	// Who had a freed address: a pod that no longer exists, while another
+	// holds the address now.
+	podOf := func(title string) string {
+		sections := shown(out, title)
+		if len(sections) != 1 {
+			return ""
+		}
+		lines := strings.Split(strings.TrimSpace(sections[0]), "\n")
+		if len(lines) != 3 { // the title, a header and one row
+			return ""
+		}
+		if f := strings.Fields(lines[2]); len(f) > 1 && f[0] == "shop" {
+			return f[1]
+		}
+		return ""
+	}
+	had, has := podOf("Who had "), podOf("Who has it now?")
+	if had == "" || has == "" || had == has {
+		t.Errorf("kubectl ptp who-had and who-has do not name a gone pod and the one holding its address now (%q, %q):\n%s", had, has, out)
+	} else if listing := shown(out, "kubectl get ptp -A"); len(listing) == 2 && strings.Contains(listing[1], had+" ") {
+		t.Errorf("the pod who-had names, %s, still holds an address after the scale-down:\n%s", had, listing[1])
+	}
+
 	// The printed curl commands work, on loopback.
 	for _, c := range []struct{ re, body string }{
 		{`curl -s (http://127\.0\.0\.1:\d+/metrics)`, "podtoip_controller_mirrors"},

@@ -175,6 +175,7 @@ func run() (err error) {
 	show(ctx, cl, "Who has "+ip6+"?  kubectl get ptp -A --field-selector podIPv6="+ip6+"  (any address of either family)",
 		"get", "ptp", "-A", "--field-selector", "podIPv6="+ip6)
 
+	before := time.Now().UTC().Truncate(time.Second)
 	step(fmt.Sprintf("Scaling %s to 2 replicas: kubectl -n %s scale deployment %s --replicas=2", demoApp, demoNamespace, demoApp))
 	if _, err := cl.Kubectl(ctx, "-n", demoNamespace, "scale", "deployment", demoApp, "--replicas=2"); err != nil {
 		return err
@@ -186,6 +187,25 @@ func run() (err error) {
 		return err
 	}
 	show(ctx, cl, "kubectl get ptp -A", "get", "ptp", "-A")
+
+	step(fmt.Sprintf("Scaling %s back to %d: the freed addresses go to the new pods at once", demoApp, demoReplicas))
+	if _, err := cl.Kubectl(ctx, "-n", demoNamespace, "scale", "deployment", demoApp, fmt.Sprintf("--replicas=%d", demoReplicas)); err != nil {
+		return err
+	}
+	if _, err := cl.Kubectl(ctx, "-n", demoNamespace, "rollout", "status", "deployment/"+demoApp, "--timeout=2m"); err != nil {
+		return err
+	}
+	if err := waitForMirrors(ctx, cl); err != nil {
+		return err
+	}
+	reused, err := reusedAddress(ctx, cl, before)
+	if err != nil {
+		return err
+	}
+	at := before.Format(time.RFC3339)
+	showPlugin(ctx, cl, "Who had "+reused+" before the scale-down?  kubectl ptp who-had "+reused+" --at "+at, "who-had", reused, "--at", at)
+	showPlugin(ctx, cl, "Who has it now?  kubectl ptp who-has "+reused, "who-has", reused)
+	showPlugin(ctx, cl, "kubectl ptp history "+reused, "history", reused)
 
 	fmt.Fprintf(out, `
 The cluster keeps running. Point your own kubectl at it:
@@ -205,6 +225,14 @@ and drive the cluster in another, as you would a real one:
     kubectl get ptp -A --field-selector podIPv6=%s
     kubectl get ptp -A --field-selector nodeName=node-3
     kubectl get ptp -A --field-selector conflict=true   # addresses held twice
+
+Ask who had an address, with the kubectl plugin:
+
+    export PATH=%s:$PATH
+    kubectl ptp who-had %s --at 2m        # or --at 2026-11-25T14:05:00Z
+    kubectl ptp history %s
+    kubectl get iph                             # every address's history
+
     kubectl delete namespace %s
 
 The nodes are kwok's: pods are scheduled, become Running and get addresses
@@ -217,7 +245,7 @@ The controller's metrics and readiness:
     curl http://%s/readyz
 
 Press Ctrl-C to stop the controller and the cluster and remove their files.
-`, cl.Kubeconfig, ip4, ip6, demoNamespace, addrs["metrics"], addrs["health probes"])
+`, cl.Kubeconfig, ip4, ip6, filepath.Join(cl.Root, "bin"), reused, reused, demoNamespace, addrs["metrics"], addrs["health probes"])
 
 	<-ctx.Done()
 	fmt.Fprintln(out)
@@ -352,3 +380,57 @@ func mirrorState(ctx context.Context, cl *controlplane.Cluster) (have, want map[
 }
 
 var ptpGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "podtoips"}
+
+// showPlugin runs the kubectl plugin as a user would, kubectl ptp with
+// bin/ on PATH, and shows what it says.
+func showPlugin(ctx context.Context, cl *controlplane.Cluster, title string, args ...string) {
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"ptp"}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(cl.Root, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+cl.Kubeconfig)
+	res, err := cmd.CombinedOutput()
+	fmt.Fprintf(out, "\n$ %s\n%s", title, res)
+	if err != nil {
+		fmt.Fprintln(out, err)
+	}
+}
+
+// reusedAddress returns an address of the demo's namespace that a pod held
+// at before, a pod that is gone now, and that another pod holds now.
+func reusedAddress(ctx context.Context, cl *controlplane.Cluster, before time.Time) (string, error) {
+	var found string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := cl.Dynamic.Resource(iphGVR).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, item := range list.Items {
+			holders, _, _ := unstructured.NestedSlice(item.Object, "holders")
+			var then, now string
+			for _, h := range holders {
+				hold, _ := h.(map[string]any)
+				if hold["namespace"] != demoNamespace {
+					continue
+				}
+				from, _ := time.Parse(time.RFC3339, fmt.Sprint(hold["from"]))
+				to, closed := hold["to"].(string)
+				end, _ := time.Parse(time.RFC3339, to)
+				switch {
+				case closed && !from.After(before) && end.After(before):
+					then = fmt.Sprint(hold["pod"])
+				case !closed:
+					now = fmt.Sprint(hold["pod"])
+				}
+			}
+			if then != "" && now != "" && then != now {
+				found, _, _ = unstructured.NestedString(item.Object, "address")
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("no address of %s changed hands after the scale-down: %w", demoNamespace, err)
+	}
+	return found, nil
+}
+
+var iphGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "iphistories"}
