@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"example.com/podtoip-controller/internal/addr"
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/slim"
@@ -240,4 +241,38 @@ func (h *historian) processNext(stop, workCtx context.Context) bool {
 		h.queue.AddRateLimited(addr)
 	}
 	return true
+}
+
+// heldFrom returns when the pod uid's holds on addrs began, from the
+// cached histories: nil when the history is off or knows none of them.
+func (h *historian) heldFrom(addrs []string, uid types.UID) map[string]time.Time {
+	if h == nil {
+		return nil
+	}
+	var out map[string]time.Time
+	for _, a := range addrs {
+		canonical, ok := addr.Canonical(a)
+		if !ok {
+			continue
+		}
+		name, err := history.Name(canonical)
+		if err != nil {
+			continue
+		}
+		obj, ok, _ := h.histories.GetByKey(name)
+		if !ok {
+			continue
+		}
+		holders := obj.(*history.IPHistory).Holders
+		for i := len(holders) - 1; i >= 0; i-- {
+			if holders[i].PodUID == uid {
+				if out == nil {
+					out = map[string]time.Time{}
+				}
+				out[canonical] = holders[i].From.Time
+				break
+			}
+		}
+	}
+	return out
 }

@@ -280,3 +280,24 @@ func TestHistoryMovedQueuesChangedAddresses(t *testing.T) {
 	var nilHistorian *historian
 	nilHistorian.moved(nil, []string{"10.0.0.1"}, true) // the history off: no panic
 }
+
+// TestHistoryHeldFrom checks what the trail learns from the history: when
+// a pod's hold on each address it lets go of began, for addresses in any
+// spelling, nothing for a pod the history does not know.
+func TestHistoryHeldFrom(t *testing.T) {
+	f := newHistoryFixture(t)
+	f.addPod(testPod())
+	f.sync("10.244.0.5")
+	f.sync("fd00::5")
+	got := f.h.heldFrom([]string{"10.244.0.5", "FD00:0::5"}, "uid-1")
+	if len(got) != 2 || !got["10.244.0.5"].Equal(f.now) || !got["fd00::5"].Equal(f.now) {
+		t.Errorf("heldFrom = %v, want both addresses from %v", got, f.now)
+	}
+	if got := f.h.heldFrom([]string{"10.244.0.5"}, "uid-other"); got != nil {
+		t.Errorf("heldFrom of an unknown pod = %v, want nil", got)
+	}
+	var off *historian
+	if got := off.heldFrom([]string{"10.244.0.5"}, "uid-1"); got != nil {
+		t.Errorf("heldFrom with the history off = %v", got)
+	}
+}

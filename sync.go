@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -199,10 +201,10 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 			// The mirror passed to a new pod under the same name (its
 			// deletion was never seen): for the trail, the old pod let go
 			// of its addresses and the new one took its own.
-			trail.Log(ctx, trail.Released, have.trail(), nil, observed)
+			trail.Log(ctx, trail.Released, c.withHeldFrom(have.trail(), have.PodIPs, have.PodUID.UID()), nil, observed)
 			trail.Log(ctx, trail.Assigned, obj.trail(), nil, observed)
 		} else {
-			trail.Log(ctx, trail.Changed, obj.trail(), have.PodIPs, observed)
+			trail.Log(ctx, trail.Changed, c.withHeldFrom(obj.trail(), givenUp(have.PodIPs, obj.PodIPs), obj.PodUID), have.PodIPs, observed)
 		}
 		return true, nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
@@ -228,14 +230,14 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 		c.tracker.Deleted(key, have.version())
 		writesTotal.WithLabelValues("delete").Inc()
 		logger.V(4).Info("Deleted PodToIp")
-		logReleased(ctx, have, observed)
+		c.logReleased(ctx, have, observed)
 		return nil
 	case apierrors.IsNotFound(err):
 		// Someone else (the garbage collector, after a forced pod
 		// deletion) was faster; the pod let go of its addresses all the
 		// same, and no later reconcile will see the mirror to say so.
 		logger.V(2).Info("PodToIp already gone; waiting for the cache", "err", err)
-		logReleased(ctx, have, observed)
+		c.logReleased(ctx, have, observed)
 		return nil
 	case apierrors.IsConflict(err):
 		logger.V(2).Info("PodToIp replaced; waiting for the cache", "err", err)
@@ -248,12 +250,30 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 // logReleased writes the trail line of a removed mirror: released, from
 // what the controller wrote; or reverted with no hold when someone else had
 // changed what it says, which is then not history.
-func logReleased(ctx context.Context, have *mirrorInfo, observed time.Time) {
+func (c *Controller) logReleased(ctx context.Context, have *mirrorInfo, observed time.Time) {
 	if by := have.editedBy(); by != "" {
 		trail.LogReverted(ctx, trail.Fields{}, by, observed)
 		return
 	}
-	trail.Log(ctx, trail.Released, have.trail(), nil, observed)
+	trail.Log(ctx, trail.Released, c.withHeldFrom(have.trail(), have.PodIPs, have.PodUID.UID()), nil, observed)
+}
+
+// withHeldFrom adds to f when the pod uid's holds on the addresses it lets
+// go of began, as far as the history knows.
+func (c *Controller) withHeldFrom(f trail.Fields, letGo []string, uid types.UID) trail.Fields {
+	f.HeldFrom = c.history.heldFrom(letGo, uid)
+	return f
+}
+
+// givenUp returns the addresses of was not in is.
+func givenUp(was, is []string) []string {
+	var out []string
+	for _, a := range was {
+		if !slices.Contains(is, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // reportReverted tells users that the controller undid someone else's

@@ -493,14 +493,15 @@ type trailLine struct {
 		Name      string `json:"name"`
 		Namespace string `json:"namespace"`
 	} `json:"pod"`
-	PodUID         string   `json:"podUID"`
-	Node           string   `json:"node"`
-	PodIPs         []string `json:"podIPs"`
-	PodIPv4        string   `json:"podIPv4"`
-	PodIPv6        string   `json:"podIPv6"`
-	HostNetwork    bool     `json:"hostNetwork"`
-	PreviousPodIPs []string `json:"previousPodIPs"`
-	Observed       string   `json:"observed"`
+	PodUID         string            `json:"podUID"`
+	Node           string            `json:"node"`
+	PodIPs         []string          `json:"podIPs"`
+	PodIPv4        string            `json:"podIPv4"`
+	PodIPv6        string            `json:"podIPv6"`
+	HostNetwork    bool              `json:"hostNetwork"`
+	PreviousPodIPs []string          `json:"previousPodIPs"`
+	HeldFrom       map[string]string `json:"heldFrom"`
+	Observed       string            `json:"observed"`
 }
 
 // holding is a pod holding an address from one trail line to another (to
@@ -673,6 +674,20 @@ func TestAddressTrailJSON(t *testing.T) {
 		if err != nil || observed.Before(w.after) || observed.After(w.before) {
 			t.Errorf("trail line %d observed %s (%v), want between %s and %s, when the test made the change and saw it",
 				i, l.Observed, err, w.after.UTC().Format(time.RFC3339Nano), w.before.UTC().Format(time.RFC3339Nano))
+		}
+	}
+
+	// The lines that let go of an address say when its hold began (from
+	// the history): addrA from the assignment, addrB from the change.
+	for _, c := range []struct {
+		line          int
+		address       string
+		after, before time.Time
+	}{{1, addrA, t0, t1}, {2, addrB, t1, t2}} {
+		from, err := time.Parse(time.RFC3339Nano, trail[c.line].HeldFrom[c.address])
+		if err != nil || from.Before(c.after.Truncate(time.Second)) || from.After(c.before) {
+			t.Errorf("trail line %d heldFrom = %v (%v), want %s's hold's start, between %s and %s",
+				c.line, trail[c.line].HeldFrom, err, c.address, c.after.UTC().Format(time.RFC3339), c.before.UTC().Format(time.RFC3339))
 		}
 	}
 

@@ -19,6 +19,9 @@
 //	podIPv6        the IPv6 address, "" if none
 //	hostNetwork    the addresses are the node's, shared
 //	previousPodIPs (changed only) the addresses before the change
+//	heldFrom       (released, changed) for each address the pod lets go
+//	               of, when its hold began, from the address's IPHistory;
+//	               absent when the history does not know it
 //	editedBy       (reverted only) the other field managers whose edit of
 //	               the mirror was undone
 //	observed       when the controller read the state it acted on: RFC 3339
@@ -68,6 +71,10 @@ type Fields struct {
 	PodIPs           []string
 	PodIPv4, PodIPv6 string
 	HostNetwork      bool
+	// HeldFrom is, for each address the line lets go of, when the pod's
+	// hold on it began, where known: with the line's observed time it makes
+	// the hold a closed interval.
+	HeldFrom map[string]time.Time
 }
 
 // Log writes one trail line about mirror m. previous is the addresses
@@ -92,6 +99,13 @@ func Log(ctx context.Context, event string, m Fields, previous []string, observe
 	if event == Changed {
 		previous, _, _ = addr.CanonicalList(previous)
 		kv = append(kv, "previousPodIPs", previous)
+	}
+	if len(m.HeldFrom) > 0 && (event == Released || event == Changed) {
+		from := make(map[string]string, len(m.HeldFrom))
+		for a, t := range m.HeldFrom {
+			from[a] = t.UTC().Format(TimeFormat)
+		}
+		kv = append(kv, "heldFrom", from)
 	}
 	kv = append(kv, "observed", observed.UTC().Format(TimeFormat))
 	klog.FromContext(ctx).Info(Message, kv...)

@@ -68,3 +68,22 @@ func TestLogEmptyListIsAnArray(t *testing.T) {
 		t.Errorf("line %q does not write podIPs as []", line)
 	}
 }
+
+// A line that lets go of addresses carries when each hold began, when
+// known, so that with its observed time the hold is a closed interval; a
+// line that gives nothing up carries none.
+func TestLogHeldFrom(t *testing.T) {
+	from := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	f := Fields{PodIPs: []string{"10.0.0.5"}, HeldFrom: map[string]time.Time{"10.0.0.5": from}}
+	for _, event := range []string{Released, Changed} {
+		if line := logged(t, event, f, []string{"10.0.0.5"}); !strings.Contains(line, `heldFrom={"10.0.0.5":"2026-01-02T03:00:00.000000000Z"}`) {
+			t.Errorf("%s line %q lacks heldFrom", event, line)
+		}
+	}
+	if line := logged(t, Assigned, f, nil); strings.Contains(line, "heldFrom") {
+		t.Errorf("assigned line %q has heldFrom", line)
+	}
+	if line := logged(t, Released, Fields{PodIPs: []string{"10.0.0.5"}}, nil); strings.Contains(line, "heldFrom") {
+		t.Errorf("a release the history does not know has heldFrom: %q", line)
+	}
+}
