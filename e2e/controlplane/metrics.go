@@ -162,3 +162,19 @@ func ParseTerminatedWatchers(raw []byte, group, resource string) (float64, error
 	}
 	return n, nil
 }
+
+// RequestsOf reads the apiserver_request_total counts of several resources
+// from one scrape, so that counts read together are of the same moment.
+func (cp *ControlPlane) RequestsOf(ctx context.Context, resources ...string) (map[string]Requests, error) {
+	raw, err := cp.scrapeMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Requests, len(resources))
+	for _, r := range resources {
+		if out[r], err = ParseResourceRequests(raw, r); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

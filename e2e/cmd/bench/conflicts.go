@@ -86,8 +86,10 @@ type conflictCost struct {
 type restartRun struct {
 	sample   restartSample
 	requests controlplane.Requests // podtoips requests from the start to the window's end
-	exit     time.Duration         // SIGTERM to the old process's exit
-	code     int                   // the old process's exit code
+	// historyRequests are the iphistories requests of the same window.
+	historyRequests controlplane.Requests
+	exit            time.Duration // SIGTERM to the old process's exit
+	code            int           // the old process's exit code
 }
 
 // restartAs stops the running controller with SIGTERM and starts binary in
@@ -113,7 +115,7 @@ func (b *bench) restartAsUser(ctx context.Context, binary, name string, withObje
 	}
 	run.exit, run.code = time.Since(start), code
 
-	before, err := b.requests(ctx)
+	before, err := b.counts(ctx)
 	if err != nil {
 		return run, err
 	}
@@ -131,15 +133,16 @@ func (b *bench) restartAsUser(ctx context.Context, binary, name string, withObje
 	if err != nil {
 		return run, err
 	}
-	after, err := b.requests(ctx)
+	after, err := b.counts(ctx)
 	if err != nil {
 		return run, err
 	}
 	s := &run.sample
 	s.ReadySeconds = workersAt.Sub(start).Seconds()
 	s.CPUSeconds, s.RSSMiB = usage.cpuSeconds, usage.rssMiB
-	run.requests = after.Sub(before)
-	s.Writes = run.requests.Writes()
+	run.requests = after.sub(before).mirrors
+	run.historyRequests = after.sub(before).histories
+	s.Writes = run.requests.Writes() + run.historyRequests.Writes()
 	step("Restart (%s%s): workers after %.2fs; CPU %.2fs, RSS %.1f MiB, %v writes",
 		name, map[bool]string{true: ", with nodes and Services"}[withObjects], s.ReadySeconds, s.CPUSeconds, s.RSSMiB, s.Writes)
 	return run, nil
@@ -224,7 +227,7 @@ func (b *bench) userWithoutConflictGrants(ctx context.Context) (string, error) {
 	}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"example.com"}, Resources: []string{"podtoips"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{APIGroups: []string{"example.com"}, Resources: []string{"podtoips", "iphistories"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}}
 	if _, err := b.kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {

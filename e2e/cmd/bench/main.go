@@ -23,6 +23,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -62,6 +63,9 @@ type options struct {
 	conflictRounds  int
 	baseline        string
 	profileDir      string
+	// history: the controller keeps the IPHistory of each address (its
+	// default), so the raw loop writes them too and phases wait for them.
+	history bool
 }
 
 // Exit codes: the run could not measure (exitFailed), was given bad flags
@@ -88,7 +92,11 @@ func main() {
 	flag.IntVar(&o.conflictRounds, "conflict-rounds", 4, "Restarts of each kind the conflict phase averages.")
 	flag.StringVar(&o.baseline, "baseline-controller", "", "A build without the conflict checks, to compare with on the same objects in the conflict phase (default: none).")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "Collect the controller's CPU profile of the cold start and its heap profile after convergence into this directory (served by its --profiling-bind-address, off otherwise); default: none.")
+	flag.BoolVar(&o.history, "history", true, "The controller keeps the history of each address (its default): the raw loop writes an IPHistory per address too, and the cold start and deletion wait for them. False for a build without the history; implied by --history-retention=0 in -controller-args.")
 	flag.Parse()
+	if historyOff(o.extraArgs) {
+		o.history = false
+	}
 	if o.n < 1 || o.concurrency < 1 || o.churnRate < 1 || o.churnFor <= 0 || o.window <= 0 || o.conflictRounds < 1 {
 		fmt.Fprintln(os.Stderr, "error: -n, -concurrency, -churn-rate, -churn-duration, -restart-window and -conflict-rounds must be positive")
 		os.Exit(exitUsage)
@@ -109,6 +117,19 @@ func main() {
 	os.Exit(verdictCode(res, o.strict))
 }
 
+// historyOff reports whether the controller's extra flags turn the history
+// off.
+func historyOff(args string) bool {
+	for _, f := range strings.Fields(args) {
+		f = strings.TrimLeft(f, "-")
+		if v, ok := strings.CutPrefix(f, "history-retention="); ok {
+			d, err := time.ParseDuration(v)
+			return err == nil && d == 0
+		}
+	}
+	return false
+}
+
 // verdictCode is the exit code of a run that measured everything.
 func verdictCode(r *Result, strict bool) int {
 	if strict && len(r.TargetsMissed) > 0 {
@@ -119,19 +140,30 @@ func verdictCode(r *Result, strict bool) int {
 
 // bench holds what the phases share.
 type bench struct {
-	o      options
-	cp     *controlplane.ControlPlane
-	kube   kubernetes.Interface
-	http   *http.Client
-	obs    *observer
-	logDir string
-	pods   []benchPod
-	res    *Result
+	o    options
+	cp   *controlplane.ControlPlane
+	kube kubernetes.Interface
+	http *http.Client
+	// writer is the raw loops' client, as the controller's identity (which
+	// the admission policy lets write).
+	writer *http.Client
+	// kubeconfig is the controller's.
+	kubeconfig string
+	obs        *observer
+	logDir     string
+	pods       []benchPod
+	res        *Result
 	// prof collects profiles of the cold start (nil without -profile-dir).
 	prof *profiler
 	// restartSample is the restart phase's, the conflict phase's first
 	// restart without Nodes and Services.
 	restartSample restartSample
+	// hist follows the IPHistories (nil without the history); addresses
+	// is how many addresses the pods hold.
+	hist      *historyObserver
+	addresses int
+	// apiPID and etcdPID are the servers', whose CPU each phase reads.
+	apiPID, etcdPID int
 }
 
 // benchPod is one pod as the benchmark created it.
@@ -205,6 +237,10 @@ func measure(ctx context.Context, o options, root string, res *Result) error {
 		return err
 	}
 	b := &bench{o: o, cp: cp, kube: kube, http: httpClient, logDir: logDir, res: res}
+	if b.apiPID, b.etcdPID, err = cp.ServerPIDs(); err != nil {
+		return err
+	}
+	res.History.On = o.history
 	if o.profileDir != "" {
 		if b.prof, err = newProfiler(o.profileDir, o.n); err != nil {
 			return err
@@ -217,13 +253,16 @@ func measure(ctx context.Context, o options, root string, res *Result) error {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	if err := b.installTrust(ctx); err != nil {
+		return err
+	}
 	for _, phase := range []struct {
 		name string
 		fn   func(context.Context) error
 	}{
 		{"setup", b.setup},
 		{"raw", b.raw},
-		{"observe", func(context.Context) error { return b.obs.start(watchCtx) }},
+		{"observe", func(context.Context) error { return b.observe(watchCtx) }},
 		{"cold", b.cold},
 		{"restart", b.restart},
 		{"conflicts", b.conflicts},
@@ -241,6 +280,20 @@ func measure(ctx context.Context, o options, root string, res *Result) error {
 	step("Results written to %s", o.out)
 	b.res.print(os.Stdout)
 	return nil
+}
+
+// observe starts following the PodToIps and, with the history, the
+// IPHistories.
+func (b *bench) observe(ctx context.Context) error {
+	if err := b.obs.start(ctx); err != nil {
+		return err
+	}
+	if !b.o.history {
+		return nil
+	}
+	var err error
+	b.hist, err = startHistoryObserver(ctx, b.cp.Dynamic)
+	return err
 }
 
 func step(format string, args ...any) {
@@ -305,14 +358,18 @@ func (b *bench) setup(ctx context.Context) error {
 		return err
 	}
 	b.res.Setup.Seconds = time.Since(start).Seconds()
+	for _, p := range b.pods {
+		b.addresses += len(p.ips)
+	}
+	b.res.History.Addresses = b.addresses
 	step("Setup: %d pods in %.1fs", b.o.n, b.res.Setup.Seconds)
 	return nil
 }
 
 // mirrorJSON is a PodToIp exactly as the controller would create it.
-func (p benchPod) mirrorJSON() []byte {
+func (p benchPod) mirrorJSON(apiVersion string) []byte {
 	obj := map[string]any{
-		"apiVersion": "example.com/v1",
+		"apiVersion": apiVersion,
 		"kind":       "PodToIp",
 		"metadata": map[string]any{
 			"name":      p.name,
@@ -332,15 +389,21 @@ func (p benchPod) mirrorJSON() []byte {
 	return b
 }
 
-// do sends one request and fails unless the response has the wanted code.
+// do sends one request as the controller's identity and fails unless the
+// response has the wanted code.
 func (b *bench) do(ctx context.Context, method, url string, body []byte, wantCode int) error {
+	return doWith(ctx, b.writer, method, url, body, wantCode)
+}
+
+// doWith is do with another client.
+func doWith(ctx context.Context, client *http.Client, method, url string, body []byte, wantCode int) error {
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	resp, err := b.http.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -353,40 +416,108 @@ func (b *bench) do(ctx context.Context, method, url string, body []byte, wantCod
 	return nil
 }
 
-// raw measures the physical limit: a plain loop creating N mirror-shaped
-// PodToIps with a fixed number of requests in flight and no client-side rate
-// limiting, then deleting them.
+// raw measures the physical limit: a plain loop creating the objects the
+// controller writes at a cold start (N mirror-shaped PodToIps and, with the
+// history, an IPHistory per address) with a fixed number of requests in
+// flight and no client-side rate limiting, then deleting them. It runs
+// twice: first against a copy of the CRDs without their CEL rules, in a
+// group no admission policy covers (the plain write), then against the
+// shipped CRDs and policy, as the controller's identity.
 func (b *bench) raw(ctx context.Context) error {
-	step("Limit: raw create loop, %d PodToIps, %d in flight, no client-side rate limit", b.o.n, b.o.concurrency)
-	base := strings.TrimRight(b.cp.Host(), "/") + "/apis/example.com/v1/namespaces/" + benchNamespace + "/podtoips"
-	cpu0, err := selfCPU()
+	what := "PodToIps"
+	if b.o.history {
+		what = fmt.Sprintf("PodToIps and %d IPHistories", b.addresses)
+	}
+	step("Limit: raw create loops, %d %s, %d in flight, no client-side rate limit; plain CRDs first, then the shipped ones", b.o.n, what, b.o.concurrency)
+	plain, err := b.rawLoop(ctx, plainGroup)
+	if err != nil {
+		return fmt.Errorf("plain CRDs: %w", err)
+	}
+	shipped, err := b.rawLoop(ctx, "example.com")
 	if err != nil {
 		return err
+	}
+	b.res.Raw.rawRun = shipped
+	b.res.Raw.Plain = plain
+	return nil
+}
+
+// rawLoop creates and deletes the objects in one API group and measures the
+// creates.
+func (b *bench) rawLoop(ctx context.Context, group string) (rawRun, error) {
+	var r rawRun
+	api := strings.TrimRight(b.cp.Host(), "/") + "/apis/" + group + "/v1/"
+	apiVersion := group + "/v1"
+	mirrors, histories := api+"namespaces/"+benchNamespace+"/podtoips", api+"iphistories"
+	cpu0, err := selfCPU()
+	if err != nil {
+		return r, err
+	}
+	server0, err := b.serverCPU()
+	if err != nil {
+		return r, err
 	}
 	start := time.Now()
 	err = controlplane.Parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
-		return b.do(ctx, http.MethodPost, base+"?fieldManager="+controllerName, b.pods[i].mirrorJSON(), http.StatusCreated)
+		p := b.pods[i]
+		if err := b.do(ctx, http.MethodPost, mirrors+"?fieldManager="+controllerName, p.mirrorJSON(apiVersion), http.StatusCreated); err != nil || !b.o.history {
+			return err
+		}
+		for _, ip := range p.ips {
+			if err := b.do(ctx, http.MethodPost, histories+"?fieldManager="+controllerName, p.historyJSON(apiVersion, ip, time.Now()), http.StatusCreated); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return err
+		return r, err
 	}
-	b.res.Raw.CreateSeconds = time.Since(start).Seconds()
+	r.CreateSeconds = time.Since(start).Seconds()
 	cpu1, err := selfCPU()
 	if err != nil {
-		return err
+		return r, err
 	}
-	b.res.Raw.CreateClientCPUSeconds = cpu1 - cpu0
-	step("Limit: created in %.2fs (%.0f/s), the client's CPU %.2fs; deleting", b.res.Raw.CreateSeconds, float64(b.o.n)/b.res.Raw.CreateSeconds, b.res.Raw.CreateClientCPUSeconds)
+	server1, err := b.serverCPU()
+	if err != nil {
+		return r, err
+	}
+	r.CreateClientCPUSeconds = cpu1 - cpu0
+	r.ServerCPU = server1.sub(server0)
+	step("Limit (%s): created in %.2fs (%.0f pods/s), the client's CPU %.2fs, the servers' %s; deleting",
+		group, r.CreateSeconds, float64(b.o.n)/r.CreateSeconds, r.CreateClientCPUSeconds, r.ServerCPU)
 	start = time.Now()
 	err = controlplane.Parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
-		return b.do(ctx, http.MethodDelete, base+"/"+b.pods[i].name, nil, http.StatusOK)
+		p := b.pods[i]
+		if err := b.do(ctx, http.MethodDelete, mirrors+"/"+p.name, nil, http.StatusOK); err != nil || !b.o.history {
+			return err
+		}
+		for _, ip := range p.ips {
+			if err := b.do(ctx, http.MethodDelete, histories+"/"+historyName(ip), nil, http.StatusOK); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return err
+		return r, err
 	}
-	b.res.Raw.DeleteSeconds = time.Since(start).Seconds()
-	step("Limit: deleted in %.2fs (%.0f/s)", b.res.Raw.DeleteSeconds, float64(b.o.n)/b.res.Raw.DeleteSeconds)
-	return nil
+	r.DeleteSeconds = time.Since(start).Seconds()
+	step("Limit (%s): deleted in %.2fs (%.0f pods/s)", group, r.DeleteSeconds, float64(b.o.n)/r.DeleteSeconds)
+	return r, nil
+}
+
+// serverCPU reads the CPU time kube-apiserver and etcd have used so far.
+func (b *bench) serverCPU() (serverCPU, error) {
+	api, err := readProc(b.apiPID)
+	if err != nil {
+		return serverCPU{}, fmt.Errorf("kube-apiserver: %w", err)
+	}
+	etcd, err := readProc(b.etcdPID)
+	if err != nil {
+		return serverCPU{}, fmt.Errorf("etcd: %w", err)
+	}
+	return serverCPU{APIServer: api.cpuSeconds, Etcd: etcd.cpuSeconds}, nil
 }
 
 // selfCPU is the CPU time (user and system) this process has used, in
@@ -412,8 +543,8 @@ func (b *bench) startProfiledController(name string) (*controlplane.Process, err
 	if b.prof == nil {
 		return b.startController(name)
 	}
-	args := append([]string{"--kubeconfig", b.cp.Kubeconfig, "--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0",
-		"--profiling-bind-address=" + b.prof.addr}, strings.Fields(b.o.extraArgs)...)
+	args := append(listenFlags(b.o.controller), "--kubeconfig", b.kubeconfig, "--profiling-bind-address="+b.prof.addr)
+	args = append(args, strings.Fields(b.o.extraArgs)...)
 	return controlplane.StartProcess(b.o.controller, nil, filepath.Join(b.logDir, name+".log"), args...)
 }
 
@@ -427,15 +558,37 @@ func (b *bench) startBinary(binary, name string) (*controlplane.Process, error) 
 // admin's).
 func (b *bench) startBinaryAs(binary, name, kubeconfig string) (*controlplane.Process, error) {
 	if kubeconfig == "" {
-		kubeconfig = b.cp.Kubeconfig
+		kubeconfig = b.kubeconfig
 	}
-	args := append([]string{"--kubeconfig", kubeconfig,
-		"--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0"}, strings.Fields(b.o.extraArgs)...)
+	args := append(listenFlags(binary), "--kubeconfig", kubeconfig)
+	args = append(args, strings.Fields(b.o.extraArgs)...)
 	return controlplane.StartProcess(binary, nil, filepath.Join(b.logDir, name+".log"), args...)
 }
 
-func (b *bench) requests(ctx context.Context) (controlplane.Requests, error) {
-	return b.cp.ResourceRequests(ctx, "podtoips")
+// listenFlags move a controller's listening addresses to free loopback
+// ports, and its metrics to plain HTTP where the build serves them over
+// HTTPS by default (a build from before that, measured as a baseline, has
+// no such flag).
+func listenFlags(binary string) []string {
+	flags := []string{"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}
+	usage, _ := exec.Command(binary, "-h").CombinedOutput()
+	if bytes.Contains(usage, []byte("metrics-secure")) {
+		flags = append(flags, "--metrics-secure=false")
+	}
+	return flags
+}
+
+// counts are the API server's request counts for the two kinds the
+// controller writes, read from one scrape.
+type counts struct{ mirrors, histories controlplane.Requests }
+
+func (c counts) sub(before counts) counts {
+	return counts{c.mirrors.Sub(before.mirrors), c.histories.Sub(before.histories)}
+}
+
+func (b *bench) counts(ctx context.Context) (counts, error) {
+	m, err := b.cp.RequestsOf(ctx, "podtoips", "iphistories")
+	return counts{m["podtoips"], m["iphistories"]}, err
 }
 
 // watchesEnded counts the PodToIp watches the API server has ended for
@@ -452,11 +605,15 @@ func (b *bench) cold(ctx context.Context) error {
 	for _, p := range b.pods {
 		b.obs.setWant(key(benchNamespace, p.name), want{uid: string(p.uid), node: p.node, ips: p.ips})
 	}
-	before, err := b.requests(ctx)
+	before, err := b.counts(ctx)
 	if err != nil {
 		return err
 	}
 	endedBefore, err := b.watchesEnded(ctx)
+	if err != nil {
+		return err
+	}
+	server0, err := b.serverCPU()
 	if err != nil {
 		return err
 	}
@@ -478,11 +635,25 @@ func (b *bench) cold(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("waiting for %d mirrors: %w\n%s", n, err, tail(p.Output(), 20))
 	}
+	b.res.Cold.MirrorsSeconds = done.Sub(start).Seconds()
+	if b.hist != nil {
+		histDone, err := b.hist.waitFor(waitCtx, func(objects, open int) bool { return objects == b.addresses && open == b.addresses })
+		if err != nil {
+			return fmt.Errorf("waiting for %d IPHistories: %w\n%s", b.addresses, err, tail(p.Output(), 20))
+		}
+		b.res.History.ColdSeconds = histDone.Sub(start).Seconds()
+		done = latest(done, histDone)
+	}
 	b.res.Cold.Seconds = done.Sub(start).Seconds()
 	usage, err := readProc(p.Cmd.Process.Pid)
 	if err != nil {
 		return err
 	}
+	server1, err := b.serverCPU()
+	if err != nil {
+		return err
+	}
+	b.res.Cold.ServerCPU = server1.sub(server0)
 	if err := stopCPU(); err != nil {
 		return fmt.Errorf("CPU profile: %w", err)
 	}
@@ -496,7 +667,13 @@ func (b *bench) cold(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.res.Cold.Requests = after.Sub(before)
+	b.res.Cold.Requests = after.sub(before).mirrors
+	b.res.History.ColdRequests = after.sub(before).histories
+	if b.hist != nil {
+		if b.res.History.Objects, b.res.History.Bytes, err = b.hist.size(); err != nil {
+			return err
+		}
+	}
 	ended, err := b.watchesEnded(ctx)
 	if err != nil {
 		return err
@@ -504,33 +681,42 @@ func (b *bench) cold(ctx context.Context) error {
 	b.res.Cold.WatchesEnded = ended - endedBefore
 	b.res.Cold.CPUSeconds = usage.cpuSeconds
 	b.res.Cold.RSSMiB = usage.rssMiB
+	b.res.Cold.RSSAnonMiB = usage.anonMiB
 	b.res.Cold.PeakRSSMiB = usage.hwmMiB
 	b.res.Cold.Ratio = b.res.Cold.Seconds / b.res.Raw.CreateSeconds
-	step("Cold start: %d mirrors in %.2fs (%.2f x raw); CPU %.2fs, RSS %.1f MiB, peak %.1f MiB",
-		n, b.res.Cold.Seconds, b.res.Cold.Ratio, usage.cpuSeconds, usage.rssMiB, usage.hwmMiB)
+	step("Cold start: %d mirrors (and %d IPHistories) in %.2fs (%.2f x raw); CPU %.2fs, RSS %.1f MiB, peak %.1f MiB; the servers' %s",
+		n, b.res.History.Objects, b.res.Cold.Seconds, b.res.Cold.Ratio, usage.cpuSeconds, usage.rssMiB, usage.hwmMiB, b.res.Cold.ServerCPU)
 	return nil
 }
 
-// settle waits until the API server's podtoips counters stop moving for a
-// second, so a phase's request counts are complete.
-func (b *bench) settle(ctx context.Context, _ controlplane.Requests) (controlplane.Requests, error) {
-	last, err := b.requests(ctx)
+// latest is the later of two times.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// settle waits until the API server's podtoips and iphistories counters
+// stop moving for a second, so a phase's request counts are complete.
+func (b *bench) settle(ctx context.Context, _ counts) (counts, error) {
+	last, err := b.counts(ctx)
 	if err != nil {
-		return nil, err
+		return counts{}, err
 	}
 	for {
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return counts{}, ctx.Err()
 		case <-t.C:
 		}
-		cur, err := b.requests(ctx)
+		cur, err := b.counts(ctx)
 		if err != nil {
-			return nil, err
+			return counts{}, err
 		}
-		if sameCounts(cur, last) {
+		if sameCounts(cur.mirrors, last.mirrors) && sameCounts(cur.histories, last.histories) {
 			return cur, nil
 		}
 		last = cur
@@ -570,6 +756,7 @@ func (b *bench) restart(ctx context.Context) error {
 	b.res.Restart.ReadySeconds = run.sample.ReadySeconds
 	b.res.Restart.WindowSeconds = b.o.window.Seconds()
 	b.res.Restart.Requests = run.requests
+	b.res.History.RestartRequests = run.historyRequests
 	b.res.Restart.Writes = run.sample.Writes
 	b.res.Restart.CPUSeconds, b.res.Restart.RSSMiB = run.sample.CPUSeconds, run.sample.RSSMiB
 	step("Restart: exit after %.2fs (code %d); workers after %.2fs; %v writes up to %v after the workers started",
@@ -607,7 +794,11 @@ func windowAfterWorkers(ctx context.Context, p *controlplane.Process, window, ti
 func (b *bench) churn(ctx context.Context) error {
 	total := int(float64(b.o.churnRate) * b.o.churnFor.Seconds())
 	step("Churn: %d IP changes at %d/s", total, b.o.churnRate)
-	before, err := b.requests(ctx)
+	before, err := b.counts(ctx)
+	if err != nil {
+		return err
+	}
+	server0, err := b.serverCPU()
 	if err != nil {
 		return err
 	}
@@ -659,6 +850,11 @@ func (b *bench) churn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	server1, err := b.serverCPU()
+	if err != nil {
+		return err
+	}
+	b.res.Churn.ServerCPU = server1.sub(server0)
 	var lat []float64
 	missed := 0
 	for _, c := range changes {
@@ -676,7 +872,8 @@ func (b *bench) churn(ctx context.Context) error {
 	b.res.Churn.Missed = missed
 	b.res.Churn.LatencyMs = summarize(lat)
 	b.res.Churn.Samples = lat
-	b.res.Churn.Requests = after.Sub(before)
+	b.res.Churn.Requests = after.sub(before).mirrors
+	b.res.History.ChurnRequests = after.sub(before).histories
 	step("Churn: p50 %.1fms p95 %.1fms p99 %.1fms max %.1fms, missed %d",
 		b.res.Churn.LatencyMs.P50, b.res.Churn.LatencyMs.P95, b.res.Churn.LatencyMs.P99, b.res.Churn.LatencyMs.Max, missed)
 	return nil
@@ -686,7 +883,11 @@ func (b *bench) churn(ctx context.Context) error {
 // the acknowledgement of the last pod deletion.
 func (b *bench) delete(ctx context.Context) error {
 	step("Delete: deleting all %d pods", b.o.n)
-	before, err := b.requests(ctx)
+	before, err := b.counts(ctx)
+	if err != nil {
+		return err
+	}
+	server0, err := b.serverCPU()
 	if err != nil {
 		return err
 	}
@@ -720,17 +921,30 @@ func (b *bench) delete(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("waiting for the mirrors to go: %w", err)
 	}
+	if b.hist != nil {
+		closed, err := b.hist.waitFor(waitCtx, func(_, open int) bool { return open == 0 })
+		if err != nil {
+			return fmt.Errorf("waiting for every hold to close: %w", err)
+		}
+		b.res.History.ClosedAfterSeconds = max(0, closed.Sub(lastAck).Seconds())
+	}
 	after, err := b.settle(ctx, before)
 	if err != nil {
 		return err
 	}
+	server1, err := b.serverCPU()
+	if err != nil {
+		return err
+	}
+	b.res.Delete.ServerCPU = server1.sub(server0)
 	usage, err := readProc(controllerProc.Cmd.Process.Pid)
 	if err != nil {
 		return err
 	}
 	b.res.Delete.PodsDeletedSeconds = lastAck.Sub(start).Seconds()
 	b.res.Delete.LastGoneAfterSeconds = max(0, gone.Sub(lastAck).Seconds())
-	b.res.Delete.Requests = after.Sub(before)
+	b.res.Delete.Requests = after.sub(before).mirrors
+	b.res.History.DeleteRequests = after.sub(before).histories
 	ended, err := b.watchesEnded(ctx)
 	if err != nil {
 		return err

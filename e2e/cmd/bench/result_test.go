@@ -94,6 +94,7 @@ func TestMachineFromProc(t *testing.T) {
 func converged() *Result {
 	r := &Result{N: 10000}
 	r.Raw.CreateSeconds = 10
+	r.Raw.ServerCPU.APIServer, r.Raw.Plain.ServerCPU.APIServer = 30, 29
 	r.Cold.Seconds, r.Cold.Ratio = 10.5, 1.05
 	r.Cold.Requests = controlplane.Requests{"POST 201": 10000}
 	r.Cold.CPUSeconds, r.Cold.RSSMiB, r.Cold.PeakRSSMiB = 1.5, 45, 48
@@ -125,7 +126,7 @@ func TestVerdictAllMet(t *testing.T) {
 	}
 	var out bytes.Buffer
 	r.printVerdict(&out)
-	if want := "\nAll 14 targets met (N=10000).\n"; out.String() != want {
+	if want := "\nAll 15 targets met (N=10000).\n"; out.String() != want {
 		t.Errorf("verdict = %q, want %q", out.String(), want)
 	}
 	if code := verdictCode(r, true); code != 0 {
@@ -172,7 +173,7 @@ func TestVerdictListsMisses(t *testing.T) {
 	var out bytes.Buffer
 	r.printVerdict(&out)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if want := "TARGETS MISSED: 5 of 14 (N=10000):"; lines[0] != want {
+	if want := "TARGETS MISSED: 5 of 15 (N=10000):"; lines[0] != want {
 		t.Errorf("verdict header = %q, want %q", lines[0], want)
 	}
 	for _, want := range []string{
@@ -210,7 +211,7 @@ func TestVerdictOtherN(t *testing.T) {
 	}
 	var out bytes.Buffer
 	r.printVerdict(&out)
-	if want := "\nAll 12 targets met (N=2000; 2 more have bars set at N=10000 only).\n"; out.String() != want {
+	if want := "\nAll 13 targets met (N=2000; 2 more have bars set at N=10000 only).\n"; out.String() != want {
 		t.Errorf("verdict = %q, want %q", out.String(), want)
 	}
 }
@@ -275,8 +276,8 @@ func TestVerdictConflictCost(t *testing.T) {
 	r.Conflicts = conflictCost{Nodes: 300, Services: 300, Rounds: 2, Without: mean(without), With: with}
 	r.Conflicts.CPURatio, r.Conflicts.RSSRatio = 2.1/2, 60.0/57
 	r.evaluate()
-	if len(r.Targets) != 17 || len(r.TargetsMissed) != 0 {
-		t.Errorf("%d targets, missed %+v; want 17 met", len(r.Targets), r.TargetsMissed)
+	if len(r.Targets) != 18 || len(r.TargetsMissed) != 0 {
+		t.Errorf("%d targets, missed %+v; want 18 met", len(r.Targets), r.TargetsMissed)
 	}
 
 	r = converged()
@@ -294,8 +295,8 @@ func TestVerdictConflictCost(t *testing.T) {
 		"conflict checks: restart CPU vs a build without them: 1.400 x (2.10 s vs 1.50 s)",
 		"conflict checks: RSS vs a build without them: 1.200 x (60.0 MiB vs 50.0 MiB)",
 	}
-	if len(r.Targets) != 19 || strings.Join(missed, "\n") != strings.Join(want, "\n") {
-		t.Errorf("%d targets; missed:\n%s\nwant 19 targets, missed:\n%s", len(r.Targets), strings.Join(missed, "\n"), strings.Join(want, "\n"))
+	if len(r.Targets) != 20 || strings.Join(missed, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%d targets; missed:\n%s\nwant 20 targets, missed:\n%s", len(r.Targets), strings.Join(missed, "\n"), strings.Join(want, "\n"))
 	}
 
 	// With the checks off on the same objects as a third kind.
@@ -309,7 +310,45 @@ func TestVerdictConflictCost(t *testing.T) {
 	for _, m := range r.TargetsMissed {
 		missed = append(missed, m.Name+": "+m.Value)
 	}
-	if len(r.Targets) != 19 || !slices.Equal(missed, []string{"conflict checks: restart CPU vs checks off, same objects: 1.167 x (2.10 s vs 1.80 s)"}) {
-		t.Errorf("%d targets, missed %q; want 19 targets and the CPU against checks off missed", len(r.Targets), missed)
+	if len(r.Targets) != 20 || !slices.Equal(missed, []string{"conflict checks: restart CPU vs checks off, same objects: 1.167 x (2.10 s vs 1.80 s)"}) {
+		t.Errorf("%d targets, missed %q; want 20 targets and the CPU against checks off missed", len(r.Targets), missed)
+	}
+}
+
+// TestVerdictHistory checks the history's targets: a cold start within
+// 1.15 x the raw loop that wrote the same objects, and exactly the writes a
+// hold needs (one when it opens, one when it closes; an IP change closes
+// one and opens another).
+func TestVerdictHistory(t *testing.T) {
+	r := converged()
+	h := &r.History
+	h.On, h.Addresses = true, 11000
+	h.ColdRequests = controlplane.Requests{"POST 201": 11000}
+	h.ChurnRequests = controlplane.Requests{"PUT 200": 2000, "POST 201": 2000}
+	h.DeleteRequests = controlplane.Requests{"PUT 200": 11000}
+	r.evaluate()
+	if len(r.TargetsMissed) != 0 {
+		t.Fatalf("TargetsMissed = %+v, want none", r.TargetsMissed)
+	}
+
+	r = converged()
+	h = &r.History
+	h.On, h.Addresses = true, 11000
+	r.Cold.Ratio = 1.18 // within the bar without the history, not with it
+	h.ColdRequests = controlplane.Requests{"POST 201": 11000, "PUT 200": 5}
+	h.ChurnRequests = controlplane.Requests{"PUT 200": 2000, "POST 201": 2000}
+	h.DeleteRequests = controlplane.Requests{"PUT 200": 11000, "GET 200": 1}
+	r.evaluate()
+	var missed []string
+	for _, m := range r.TargetsMissed {
+		missed = append(missed, m.Name)
+	}
+	want := []string{
+		"cold start vs raw loop with the same writes (mirrors and IPHistories)",
+		"GETs of podtoips and iphistories (all phases)",
+		"IPHistory writes per address at cold start",
+	}
+	if !slices.Equal(missed, want) {
+		t.Errorf("missed %q, want %q", missed, want)
 	}
 }
