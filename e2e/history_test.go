@@ -9,6 +9,11 @@ import (
 	"example.com/podtoip-controller/e2e/framework"
 )
 
+// An IPHistory is cluster-scoped, one per address whatever the namespace,
+// and the suite's tests share one API server: the tests here use addresses
+// no other test uses (10.244.181.0/24 to 10.244.183.0/24, fd00::181:0/112),
+// so that the holds they count are their own.
+
 // openHold returns the open hold of pod in h, if any.
 func openHold(h *framework.History, pod string) (framework.HistoryHold, bool) {
 	if h == nil {
@@ -45,8 +50,8 @@ func TestHistoryWhoHadAnAddress(t *testing.T) {
 	p := suite.StartController(t, "--namespace", ns)
 	framework.WaitReady(t, p)
 
-	first := suite.RunningPod(t, ns, "first", []string{"10.244.81.1", "fd00::81:1"})
-	for _, name := range []string{"10.244.81.1", "fd00--81-1"} {
+	first := suite.RunningPod(t, ns, "first", []string{"10.244.181.1", "fd00::181:1"})
+	for _, name := range []string{"10.244.181.1", "fd00--181-1"} {
 		suite.WaitHistory(t, name, "first's hold", func(h *framework.History) bool {
 			hold, ok := openHold(h, "first")
 			return ok && hold.PodUID == first.UID && hold.Namespace == ns && h.Holder == ns+"/first"
@@ -58,14 +63,14 @@ func TestHistoryWhoHadAnAddress(t *testing.T) {
 	during := time.Now().UTC().Truncate(time.Second)
 	time.Sleep(1500 * time.Millisecond)
 	suite.DeletePod(t, ns, "first", true)
-	for _, name := range []string{"10.244.81.1", "fd00--81-1"} {
+	for _, name := range []string{"10.244.181.1", "fd00--181-1"} {
 		suite.WaitHistory(t, name, "first's hold closed", func(h *framework.History) bool {
 			_, ok := closedHold(h, "first")
 			return ok
 		})
 	}
-	second := suite.RunningPod(t, ns, "second", []string{"10.244.81.1"})
-	h := suite.WaitHistory(t, "10.244.81.1", "second's hold after first's", func(h *framework.History) bool {
+	second := suite.RunningPod(t, ns, "second", []string{"10.244.181.1"})
+	h := suite.WaitHistory(t, "10.244.181.1", "second's hold after first's", func(h *framework.History) bool {
 		_, ok := openHold(h, "second")
 		return ok && len(h.Holders) == 2
 	})
@@ -77,25 +82,25 @@ func TestHistoryWhoHadAnAddress(t *testing.T) {
 	}
 
 	at := during.Format(time.RFC3339)
-	for _, addr := range []string{"010.244.081.001", "FD00:0:0::81:1", "::ffff:10.244.81.1"} {
+	for _, addr := range []string{"010.244.181.001", "FD00:0:0::181:1", "::ffff:10.244.181.1"} {
 		out, errOut, code := suite.KubectlPTP(t, "who-had", addr, "--at", at)
 		if code != 0 || !framework.HasRow(strings.Split(out, "\n"), ns, "first") || strings.Contains(out, "second") {
 			t.Errorf("kubectl ptp who-had %s --at %s: exit %d, %q %q; want first", addr, at, code, out, errOut)
 		}
 	}
-	out, errOut, code := suite.KubectlPTP(t, "who-has", "10.244.081.1")
+	out, errOut, code := suite.KubectlPTP(t, "who-has", "10.244.181.1")
 	if code != 0 || !framework.HasRow(strings.Split(out, "\n"), ns, "second") {
 		t.Errorf("kubectl ptp who-has: exit %d, %q %q; want second", code, out, errOut)
 	}
-	if _, _, code := suite.KubectlPTP(t, "who-has", "FD00::81:1"); code != 1 {
+	if _, _, code := suite.KubectlPTP(t, "who-has", "FD00::181:1"); code != 1 {
 		t.Errorf("kubectl ptp who-has of an address nobody holds: exit %d, want 1", code)
 	}
-	out, _, code = suite.KubectlPTP(t, "who-had", "fd00::81:1", "--at", at, "-o", "json")
+	out, _, code = suite.KubectlPTP(t, "who-had", "fd00::181:1", "--at", at, "-o", "json")
 	var parsed any
 	if code != 0 || json.Unmarshal([]byte(out), &parsed) != nil || !strings.Contains(out, string(first.UID)) {
 		t.Errorf("kubectl ptp who-had -o json: exit %d, %s; want JSON naming %s", code, out, first.UID)
 	}
-	if _, errOut, code := suite.KubectlPTP(t, "who-had", "10.244.81.300", "--at", at); code != 2 || errOut == "" {
+	if _, errOut, code := suite.KubectlPTP(t, "who-had", "10.244.181.300", "--at", at); code != 2 || errOut == "" {
 		t.Errorf("kubectl ptp who-had of a non-address: exit %d, %q; want 2 and an error", code, errOut)
 	}
 }
@@ -109,23 +114,23 @@ func TestHistoryAcrossRestarts(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	p := suite.StartController(t, "--namespace", ns)
 	framework.WaitReady(t, p)
-	suite.RunningPod(t, ns, "gone", []string{"10.244.82.1"})
-	suite.RunningPod(t, ns, "stays", []string{"10.244.82.2"})
-	suite.WaitHistory(t, "10.244.82.1", "gone's hold", func(h *framework.History) bool { _, ok := openHold(h, "gone"); return ok })
-	suite.WaitHistory(t, "10.244.82.2", "stays' hold", func(h *framework.History) bool { _, ok := openHold(h, "stays"); return ok })
+	suite.RunningPod(t, ns, "gone", []string{"10.244.182.1"})
+	suite.RunningPod(t, ns, "stays", []string{"10.244.182.2"})
+	suite.WaitHistory(t, "10.244.182.1", "gone's hold", func(h *framework.History) bool { _, ok := openHold(h, "gone"); return ok })
+	suite.WaitHistory(t, "10.244.182.2", "stays' hold", func(h *framework.History) bool { _, ok := openHold(h, "stays"); return ok })
 	framework.StopCleanly(t, p)
 
 	stopped := time.Now()
 	suite.DeletePod(t, ns, "gone", true)
-	suite.RunningPod(t, ns, "new", []string{"10.244.82.3"})
+	suite.RunningPod(t, ns, "new", []string{"10.244.182.3"})
 	q := suite.StartController(t, "--namespace", ns)
 	framework.WaitReady(t, q)
-	h := suite.WaitHistory(t, "10.244.82.1", "gone's hold closed", func(h *framework.History) bool { _, ok := closedHold(h, "gone"); return ok })
+	h := suite.WaitHistory(t, "10.244.182.1", "gone's hold closed", func(h *framework.History) bool { _, ok := closedHold(h, "gone"); return ok })
 	gone, _ := closedHold(h, "gone")
 	if gone.EndedAfter == nil || gone.EndedAfter.After(stopped) || gone.To.Time.Before(stopped.Truncate(time.Second)) {
 		t.Errorf("hold of the pod deleted while the controller was stopped = %+v; want its end stated to lie between a time before the stop (%v) and when it was found", gone, stopped)
 	}
-	h = suite.WaitHistory(t, "10.244.82.3", "new's hold", func(h *framework.History) bool { _, ok := openHold(h, "new"); return ok })
+	h = suite.WaitHistory(t, "10.244.182.3", "new's hold", func(h *framework.History) bool { _, ok := openHold(h, "new"); return ok })
 	if hold, _ := openHold(h, "new"); hold.StartedBefore == nil || hold.StartedBefore.Before(&hold.From) {
 		t.Errorf("hold of the pod that got its address while the controller was stopped = %+v; want its start stated as not observed", hold)
 	}
@@ -149,13 +154,13 @@ func TestHistoryRetention(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	p := suite.StartController(t, "--namespace", ns, "--history-retention=3s")
 	framework.WaitReady(t, p)
-	suite.RunningPod(t, ns, "brief", []string{"10.244.83.1"})
-	suite.RunningPod(t, ns, "lasting", []string{"10.244.83.2"})
-	suite.WaitHistory(t, "10.244.83.1", "brief's hold", func(h *framework.History) bool { _, ok := openHold(h, "brief"); return ok })
+	suite.RunningPod(t, ns, "brief", []string{"10.244.183.1"})
+	suite.RunningPod(t, ns, "lasting", []string{"10.244.183.2"})
+	suite.WaitHistory(t, "10.244.183.1", "brief's hold", func(h *framework.History) bool { _, ok := openHold(h, "brief"); return ok })
 	suite.DeletePod(t, ns, "brief", true)
-	suite.WaitHistory(t, "10.244.83.1", "brief's hold closed", func(h *framework.History) bool { _, ok := closedHold(h, "brief"); return ok })
-	suite.WaitHistory(t, "10.244.83.1", "the history of an address nobody held for 3 s removed", func(h *framework.History) bool { return h == nil })
-	if h, err := suite.GetHistory(t.Context(), "10.244.83.2"); err != nil || h == nil {
+	suite.WaitHistory(t, "10.244.183.1", "brief's hold closed", func(h *framework.History) bool { _, ok := closedHold(h, "brief"); return ok })
+	suite.WaitHistory(t, "10.244.183.1", "the history of an address nobody held for 3 s removed", func(h *framework.History) bool { return h == nil })
+	if h, err := suite.GetHistory(t.Context(), "10.244.183.2"); err != nil || h == nil {
 		t.Errorf("the history of an address still held was removed (%v)", err)
 	} else if _, ok := openHold(h, "lasting"); !ok {
 		t.Errorf("the open hold is gone: %+v", h.Holders)
