@@ -613,6 +613,7 @@ func (b *bench) cold(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ownEndedBefore := b.obs.watchesEnded()
 	server0, err := b.serverCPU()
 	if err != nil {
 		return err
@@ -679,6 +680,7 @@ func (b *bench) cold(ctx context.Context) error {
 		return err
 	}
 	b.res.Cold.WatchesEnded = ended - endedBefore
+	b.res.Cold.BenchWatchesEnded = float64(b.obs.watchesEnded() - ownEndedBefore)
 	b.res.Cold.CPUSeconds = usage.cpuSeconds
 	b.res.Cold.RSSMiB = usage.rssMiB
 	b.res.Cold.RSSAnonMiB = usage.anonMiB

@@ -55,8 +55,12 @@ type observer struct {
 	events  int
 	lastAt  time.Time // when the latest event arrived
 	rv      string
-	wake    chan struct{}
-	err     error
+	// ended counts the watches the server ended (each is resumed): the
+	// API server's count of watches ended for slow reading includes the
+	// benchmark's own, which this tells apart from the controller's.
+	ended int
+	wake  chan struct{}
+	err   error
 }
 
 func newObserver(client *http.Client, host string) *observer {
@@ -143,6 +147,9 @@ func (o *observer) watchOnce(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
+			o.mu.Lock()
+			o.ended++
+			o.mu.Unlock()
 			return nil // the server ended the watch; resume from o.rv
 		}
 		if ev.Type == "ERROR" {
@@ -150,6 +157,13 @@ func (o *observer) watchOnce(ctx context.Context) error {
 		}
 		o.apply(ev.Type, ev.Object, time.Now())
 	}
+}
+
+// watchesEnded is how many of the observer's watches the server has ended.
+func (o *observer) watchesEnded() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ended
 }
 
 // apply records one event.
