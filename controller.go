@@ -264,7 +264,7 @@ func (c *Controller) addPod(obj any) {
 	pod := obj.(*podInfo)
 	is := heldAddresses(pod)
 	affected := c.holders.Move(pod.holder(), nil, is)
-	c.history.moved(nil, is, true)
+	c.history.moved(nil, pod, nil, is)
 	c.enqueue(pod.key())
 	c.enqueueHoldersOf(pod.key(), affected)
 }
@@ -278,10 +278,10 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 	if was, is := heldAddresses(old), heldAddresses(cur); old.UID != cur.UID {
 		// Another incarnation under the name: another holder, of another age.
 		affected = append(c.holders.Move(old.holder(), was, nil), c.holders.Move(cur.holder(), nil, is)...)
-		c.history.moved(was, is, false)
+		c.history.moved(old, cur, was, is)
 	} else if !slices.Equal(was, is) {
 		affected = c.holders.Move(cur.holder(), was, is)
-		c.history.moved(was, is, true)
+		c.history.moved(old, cur, was, is)
 	}
 	c.enqueue(cur.key())
 	c.enqueueHoldersOf(cur.key(), affected)
@@ -291,7 +291,7 @@ func (c *Controller) deletePod(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
 		was := heldAddresses(pod)
 		affected := c.holders.Move(pod.holder(), was, nil)
-		c.history.moved(was, nil, true)
+		c.history.moved(pod, nil, was, nil)
 		c.enqueue(pod.key())
 		c.enqueueHoldersOf(pod.key(), affected)
 	}

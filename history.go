@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -47,6 +49,19 @@ type historian struct {
 	// leader ran, found at activation, to the earliest time such an end
 	// can have happened: their next reconcile records the uncertainty.
 	unseen map[string]time.Time
+	// seen maps each queued address to when the pod handlers saw pods
+	// start or stop holding it: the history can trail the mirrors by
+	// seconds under load, and a hold records when its change was seen,
+	// not when its reconcile ran.
+	seen map[string]map[slim.UID]seenAt
+}
+
+// seenAt is when a pod was first seen to start and to stop holding an
+// address since the address's last reconcile (zero: not seen), and the
+// pod, for a hold that started and ended before the reconcile ran.
+type seenAt struct {
+	start, end           time.Time
+	namespace, pod, node string
 }
 
 // expiryCheck is how often the leader looks for holds past the retention
@@ -67,6 +82,7 @@ func newHistorian(ctx context.Context, client historyWriter, inf cache.SharedInd
 		retention: retention,
 		now:       time.Now,
 		unseen:    map[string]time.Time{},
+		seen:      map[string]map[slim.UID]seenAt{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBaseDelay, retryMaxDelay),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "iphistory"}),
@@ -79,22 +95,63 @@ func newHistorian(ctx context.Context, client historyWriter, inf cache.SharedInd
 	return h, nil
 }
 
-// moved queues the addresses whose holds a pod change starts or ends: those
-// it gained or lost, or all of them when another incarnation of the pod
-// (another UID) holds them now.
-func (h *historian) moved(was, is []string, sameHolder bool) {
+// moved queues the addresses whose holds a pod change starts or ends, and
+// notes when: those old held (was) and cur no longer holds (is), those cur
+// gained, or all of them when old and cur are two incarnations of the pod
+// (nil: no pod before, or none after).
+func (h *historian) moved(old, cur *podInfo, was, is []string) {
 	if h == nil || !h.active.Load() {
 		return
 	}
+	now := h.now()
+	same := old != nil && cur != nil && old.UID == cur.UID
 	for _, a := range was {
-		if !sameHolder || !slices.Contains(is, a) {
-			h.queue.Add(a)
+		if !same || !slices.Contains(is, a) {
+			h.saw(a, old, func(s *seenAt) { s.end = cmp.Or(s.end, now) })
 		}
 	}
 	for _, a := range is {
-		if !sameHolder || !slices.Contains(was, a) {
-			h.queue.Add(a)
+		if !same || !slices.Contains(was, a) {
+			h.saw(a, cur, func(s *seenAt) { s.start = cmp.Or(s.start, now) })
 		}
+	}
+}
+
+// saw records a change of pod's hold on addr and queues addr.
+func (h *historian) saw(addr string, pod *podInfo, set func(*seenAt)) {
+	h.mu.Lock()
+	byPod := h.seen[addr]
+	if byPod == nil {
+		byPod = map[slim.UID]seenAt{}
+		h.seen[addr] = byPod
+	}
+	s := byPod[pod.UID]
+	s.namespace, s.pod, s.node = pod.Namespace, pod.Name, pod.NodeName
+	set(&s)
+	byPod[pod.UID] = s
+	h.mu.Unlock()
+	h.queue.Add(addr)
+}
+
+// seenOf returns a copy of what was seen of addr since its last reconcile.
+func (h *historian) seenOf(addr string) map[slim.UID]seenAt {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.seen[addr])
+}
+
+// forgetSeen drops what a reconcile of addr recorded, keeping what was
+// seen since it read them.
+func (h *historian) forgetSeen(addr string, used map[slim.UID]seenAt) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for uid, s := range used {
+		if h.seen[addr][uid] == s {
+			delete(h.seen[addr], uid)
+		}
+	}
+	if len(h.seen[addr]) == 0 {
+		delete(h.seen, addr)
 	}
 }
 
@@ -141,6 +198,10 @@ func (h *historian) run(ctx, inflight context.Context, workers int, previous tim
 	h.active.Store(false)
 	h.queue.ShutDown()
 	wg.Wait()
+	// What was seen while leading is the next leader's to find again.
+	h.mu.Lock()
+	clear(h.seen)
+	h.mu.Unlock()
 }
 
 // activate turns on queueing and queues what changed while no leader ran:
@@ -236,6 +297,7 @@ func (h *historian) processNext(stop, workCtx context.Context) bool {
 	case isPermanent(err) && h.queue.NumRequeues(addr) >= maxPermanentRetries:
 		klog.FromContext(ctx).Error(err, "Dropping the IPHistory of an address after repeated rejections")
 		h.queue.Forget(addr)
+		h.forgetSeen(addr, h.seenOf(addr))
 	default:
 		klog.FromContext(ctx).V(2).Info("Retrying the IPHistory of an address", "err", err)
 		h.queue.AddRateLimited(addr)

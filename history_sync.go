@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/slim"
 	"example.com/podtoip-controller/internal/tracker"
 )
 
@@ -42,7 +44,7 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 		return nil
 	}
 
-	now := h.now()
+	now, seen := h.now(), h.seenOf(addr)
 	h.mu.Lock()
 	previous, unseen := h.unseen[addr]
 	h.mu.Unlock()
@@ -53,7 +55,7 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 		return nil
 	}
 	want.Labels = managedLabels
-	changed := h.converge(want, now, unseen, previous)
+	changed := h.converge(want, now, seen, unseen, previous)
 	switch {
 	case have == nil && len(want.Holders) == 0:
 	case have == nil:
@@ -62,6 +64,9 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 		err = h.remove(ctx, key, have)
 	case changed:
 		err = h.write(ctx, key, "update", func() (*history.IPHistory, error) { return h.client.Update(ctx, want) })
+	}
+	if err == nil {
+		h.forgetSeen(addr, seen)
 	}
 	if err == nil && unseen {
 		h.mu.Lock()
@@ -72,15 +77,21 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 }
 
 // converge changes o to what the pod cache says at now, and reports whether
-// anything changed. With unseen, what changed happened while no leader ran:
-// a hold that ended did so after previous (or its start, if later), one
-// that started did so after its pod was created.
-func (h *historian) converge(o *history.IPHistory, now time.Time, unseen bool, previous time.Time) bool {
+// anything changed. A hold starts or ends when the pod handlers saw it do
+// so (seen), or now. With unseen, what changed happened while no leader
+// ran: a hold that ended did so after previous (or its start, if later),
+// one that started did so after its pod was created.
+func (h *historian) converge(o *history.IPHistory, now time.Time, seen map[slim.UID]seenAt, unseen bool, previous time.Time) bool {
 	var holders []history.Hold
 	if unseen {
 		holders = h.holdersOf(o.Address, now, &now)
 	} else {
 		holders = h.holdersOf(o.Address, now, nil)
+		for i := range holders {
+			if t := seen[slim.ToUID(holders[i].PodUID)].start; !t.IsZero() {
+				holders[i].From = metav1.NewTime(t)
+			}
+		}
 	}
 	changed := false
 	for _, hold := range holders {
@@ -94,10 +105,35 @@ func (h *historian) converge(o *history.IPHistory, now time.Time, unseen bool, p
 		if unseen {
 			endedAfter = &previous
 		}
-		changed = history.Close(o, hold.PodUID, now, endedAfter) || changed
+		at := cmp.Or(seen[slim.ToUID(hold.PodUID)].end, now)
+		changed = history.Close(o, hold.PodUID, at, endedAfter) || changed
+	}
+	if !unseen {
+		changed = h.addBrief(o, seen, holders) || changed
 	}
 	pruned, _ := history.Prune(o, now.Add(-h.retention))
 	return changed || pruned
+}
+
+// addBrief records the holds that started and ended between two reconciles
+// of the address (a Job's pod that finished within a moment, an address
+// passed on at once): seen both starting and ending, not holding it now,
+// and in no hold of o yet.
+func (h *historian) addBrief(o *history.IPHistory, seen map[slim.UID]seenAt, holders []history.Hold) bool {
+	changed := false
+	for uid, s := range seen {
+		id := uid.UID()
+		if s.start.IsZero() || s.end.IsZero() || s.end.Before(s.start) ||
+			slices.ContainsFunc(holders, func(x history.Hold) bool { return x.PodUID == id }) ||
+			slices.ContainsFunc(o.Holders, func(x history.Hold) bool { return x.PodUID == id }) {
+			continue
+		}
+		hold := history.Hold{Namespace: s.namespace, Pod: s.pod, PodUID: id, Node: s.node, From: metav1.NewTime(s.start)}
+		if history.Open(o, hold) && history.Close(o, id, s.end, nil) {
+			changed = true
+		}
+	}
+	return changed
 }
 
 // holdersOf returns the holds the cached pods have on addr now, each from

@@ -14,6 +14,7 @@ import (
 
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/slim"
 	"example.com/podtoip-controller/internal/tracker"
 )
 
@@ -71,6 +72,7 @@ func newHistoryFixture(t *testing.T) *historyFixture {
 		retention: time.Hour,
 		now:       func() time.Time { return f.now },
 		unseen:    map[string]time.Time{},
+		seen:      map[string]map[slim.UID]seenAt{},
 		queue:     workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 	}
 	t.Cleanup(f.h.queue.ShutDown)
@@ -264,21 +266,82 @@ func TestHistoryRetention(t *testing.T) {
 // nothing before the workers run.
 func TestHistoryMovedQueuesChangedAddresses(t *testing.T) {
 	f := newHistoryFixture(t)
-	f.h.moved(nil, []string{"10.0.0.1"}, true)
+	a := toPodInfo(testPod(func(p *corev1.Pod) { p.UID = "uid-a" }))
+	b := toPodInfo(testPod(func(p *corev1.Pod) { p.UID = "uid-b" }))
+	f.h.moved(nil, a, nil, []string{"10.0.0.1"})
 	if n := f.h.queue.Len(); n != 0 {
 		t.Fatalf("queued %d before activation, want 0", n)
 	}
 	f.h.active.Store(true)
-	f.h.moved([]string{"10.0.0.1", "fd00::1"}, []string{"10.0.0.2", "fd00::1"}, true)
+	f.h.moved(a, a, []string{"10.0.0.1", "fd00::1"}, []string{"10.0.0.2", "fd00::1"})
 	if n := f.h.queue.Len(); n != 2 {
 		t.Errorf("a pod trading 10.0.0.1 for 10.0.0.2 queued %d addresses, want 2", n)
 	}
-	f.h.moved([]string{"10.0.0.3"}, []string{"10.0.0.3"}, false)
+	f.h.moved(a, b, []string{"10.0.0.3"}, []string{"10.0.0.3"})
 	if n := f.h.queue.Len(); n != 3 {
 		t.Errorf("another incarnation on the same address queued %d in all, want 3", n)
 	}
 	var nilHistorian *historian
-	nilHistorian.moved(nil, []string{"10.0.0.1"}, true) // the history off: no panic
+	nilHistorian.moved(nil, a, nil, []string{"10.0.0.1"}) // the history off: no panic
+}
+
+// TestHistoryRecordsWhenChangesWereSeen checks that a hold starts and ends
+// when the pod handlers saw it do so, however late its reconcile runs (the
+// history trails the mirrors under load): an incident report must not
+// stretch a pod's hold over its successor's.
+func TestHistoryRecordsWhenChangesWereSeen(t *testing.T) {
+	f := newHistoryFixture(t)
+	f.h.active.Store(true)
+	seenAt := f.now
+	first := f.addPod(testPod())
+	f.h.moved(nil, first, nil, heldAddresses(first))
+	f.now = seenAt.Add(10 * time.Second)
+	f.sync("10.244.0.5")
+	if hold := f.cached("10.244.0.5").Holders[0]; !hold.From.Time.Equal(seenAt) {
+		t.Errorf("hold from %v, want %v, when its start was seen", hold.From.Time, seenAt)
+	}
+
+	goneAt := seenAt.Add(time.Minute)
+	f.now = goneAt
+	f.deletePod(first)
+	f.h.moved(first, nil, heldAddresses(first), nil)
+	nextAt := goneAt.Add(2 * time.Second)
+	f.now = nextAt
+	second := f.addPod(testPod(func(p *corev1.Pod) { p.Name, p.UID = "next", "uid-2" }))
+	f.h.moved(nil, second, nil, heldAddresses(second))
+	f.now = nextAt.Add(20 * time.Second)
+	f.sync("10.244.0.5")
+	holds := f.cached("10.244.0.5").Holders
+	if len(holds) != 2 || holds[0].To == nil || !holds[0].To.Time.Equal(goneAt) || !holds[1].From.Time.Equal(nextAt) {
+		t.Errorf("holds = %+v, want the first ending at %v and the next starting at %v", holds, goneAt, nextAt)
+	}
+	if len(f.h.seen) != 1 { // fd00::5 was not reconciled yet
+		t.Errorf("seen keeps %d addresses after their reconcile, want only the one not reconciled", len(f.h.seen))
+	}
+
+	// A pod that got the address and let go of it between two reconciles
+	// (a Job's pod finishing at once) still has its hold, closed.
+	second = toPodInfo(testPod(func(p *corev1.Pod) { p.Name, p.UID = "next", "uid-2" }))
+	f.deletePod(second)
+	f.h.moved(second, nil, heldAddresses(second), nil)
+	briefAt := f.now.Add(time.Minute)
+	f.now = briefAt
+	brief := toPodInfo(testPod(func(p *corev1.Pod) { p.Name, p.UID, p.Spec.NodeName = "job-1", "uid-3", "node-2" }))
+	f.h.moved(nil, brief, nil, heldAddresses(brief))
+	f.now = briefAt.Add(time.Second)
+	f.h.moved(brief, nil, heldAddresses(brief), nil)
+	f.now = briefAt.Add(time.Minute)
+	f.sync("10.244.0.5")
+	holds = f.cached("10.244.0.5").Holders
+	last := holds[len(holds)-1]
+	if len(holds) != 3 || last.Pod != "job-1" || last.Node != "node-2" || !last.From.Time.Equal(briefAt) ||
+		last.To == nil || !last.To.Time.Equal(briefAt.Add(time.Second)) || holds[1].To == nil {
+		t.Errorf("holds = %+v, want next's closed and job-1's from %v to a second later", holds, briefAt)
+	}
+	f.sync("10.244.0.5")
+	if n := len(f.cached("10.244.0.5").Holders); n != 3 {
+		t.Errorf("a second reconcile left %d holds, want the same 3", n)
+	}
 }
 
 // TestHistoryHeldFrom checks what the trail learns from the history: when
