@@ -25,6 +25,7 @@ func TestDeepCopyIsolates(t *testing.T) {
 	c.Holders[1].To.Time = c.Holders[1].To.Add(time.Hour)
 	c.Holders[2].EndedAfter.Time = c.Holders[2].EndedAfter.Add(time.Hour)
 	c.Holders[3].From.Time = c.Holders[3].From.Add(time.Hour)
+	c.Holders[4].StartedBefore.Time = c.Holders[4].StartedBefore.Add(time.Hour)
 	c.RecordedFrom.Time = c.RecordedFrom.Add(time.Hour)
 	c.Since.Time = c.Since.Add(time.Hour)
 	c.Holders = append(c.Holders[:1], c.Holders[5:]...)

@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -289,6 +290,21 @@ func TestBound(t *testing.T) {
 	h = history(holds...)
 	if !Bound(h) || len(h.Holders) != MaxHolds || h.Holders[0].Pod != "p1" || h.RecordedFrom != nil {
 		t.Errorf("Bound of open holds: %d holds, first %s, recorded from %v", len(h.Holders), h.Holders[0].Pod, h.RecordedFrom)
+	}
+}
+
+// TestBoundCountsDroppedUpToItsMaximum checks that Dropped stops at the
+// largest int32 rather than wrap to a negative count.
+func TestBoundCountsDroppedUpToItsMaximum(t *testing.T) {
+	var holds []Hold
+	for i := range MaxHolds + 1 {
+		to := mt("11:00")
+		holds = append(holds, Hold{Namespace: "ns", Pod: fmt.Sprint("p", i), PodUID: types.UID(fmt.Sprint(i)), From: *mt("10:00"), To: to})
+	}
+	h := history(holds...)
+	h.Dropped = math.MaxInt32
+	if !Bound(h) || h.Dropped != math.MaxInt32 {
+		t.Errorf("Dropped = %d after one more hold dropped, want it kept at %d", h.Dropped, int32(math.MaxInt32))
 	}
 }
 

@@ -93,6 +93,9 @@ func TestRecordStart(t *testing.T) {
 	if start, ok := RecordStart(h); !ok || !start.Equal(at("09:00")) {
 		t.Errorf("RecordStart = %v, %v; want the oldest start, 09:00", start, ok)
 	}
+	if start, _ := RecordStart(history(hold("a", "09:00", "09:30", ""), hold("b", "10:00", "", ""))); !start.Equal(at("09:00")) {
+		t.Errorf("RecordStart = %v, want the first hold's start, 09:00", start)
+	}
 	h.RecordedFrom = mt("08:00")
 	if start, _ := RecordStart(h); !start.Equal(at("08:00")) {
 		t.Errorf("RecordStart = %v, want RecordedFrom, 08:00", start)
