@@ -73,6 +73,9 @@ type HistoryConfig struct {
 	Informer  cache.SharedIndexInformer
 	Client    historyWriter
 	Retention time.Duration
+	// Namespace is the namespace whose pods' holds the controller keeps
+	// ("": every namespace), as its pod informer's.
+	Namespace string
 }
 
 // Controller keeps one PodToIp per pod that has an IP. Both informers feed
@@ -185,7 +188,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 	}
 	c.cachesSynced = []cache.InformerSynced{inf.Pods.HasSynced, inf.Mirrors.HasSynced, podHandler.HasSynced}
 	if hc := inf.History; hc != nil {
-		if c.history, err = newHistorian(ctx, hc.Client, hc.Informer, c.pods, c.holders, hc.Retention); err != nil {
+		if c.history, err = newHistorian(ctx, hc.Client, hc.Informer, c.pods, c.holders, hc.Retention, hc.Namespace); err != nil {
 			return nil, err
 		}
 	}

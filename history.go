@@ -39,6 +39,11 @@ type historian struct {
 	tracker   *tracker.Tracker
 	queue     workqueue.TypedRateLimitingInterface[string]
 	retention time.Duration
+	// namespace scopes the holds this controller opens and closes ("":
+	// all): an IPHistory is cluster-wide, and a controller limited to one
+	// namespace sees no other namespace's pods, so it must not close
+	// their holds as gone.
+	namespace string
 	now       func() time.Time
 	// active is set while the workers run (on the leader): the handlers
 	// queue nothing before, activation lists what changed meanwhile.
@@ -72,7 +77,7 @@ func expiryCheck(retention time.Duration) time.Duration {
 }
 
 func newHistorian(ctx context.Context, client historyWriter, inf cache.SharedIndexInformer, pods cache.Indexer,
-	holders *conflicts.HolderIndex, retention time.Duration) (*historian, error) {
+	holders *conflicts.HolderIndex, retention time.Duration, namespace string) (*historian, error) {
 	h := &historian{
 		client:    client,
 		histories: inf.GetIndexer(),
@@ -80,6 +85,7 @@ func newHistorian(ctx context.Context, client historyWriter, inf cache.SharedInd
 		holders:   holders,
 		tracker:   tracker.New(),
 		retention: retention,
+		namespace: namespace,
 		now:       time.Now,
 		unseen:    map[string]time.Time{},
 		seen:      map[string]map[slim.UID]seenAt{},
@@ -216,7 +222,7 @@ func (h *historian) activate(previous time.Time) {
 		o := obj.(*history.IPHistory)
 		for _, hold := range history.OpenHolds(o) {
 			open[o.Address] = append(open[o.Address], slim.ToUID(hold.PodUID))
-			if !h.holds(o.Address, hold.PodUID) {
+			if h.inScope(hold.Namespace) && !h.holds(o.Address, hold.PodUID) {
 				h.markUnseen(o.Address, previous)
 			}
 		}
@@ -239,6 +245,12 @@ func (h *historian) markUnseen(addr string, previous time.Time) {
 	h.unseen[addr] = previous
 	h.mu.Unlock()
 	h.queue.Add(addr)
+}
+
+// inScope reports whether the holds of pods in namespace ns are this
+// controller's to open and close.
+func (h *historian) inScope(ns string) bool {
+	return h.namespace == "" || ns == h.namespace
 }
 
 // holds reports whether the cached pod of that UID holds addr now.

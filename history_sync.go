@@ -98,7 +98,7 @@ func (h *historian) converge(o *history.IPHistory, now time.Time, seen map[slim.
 		changed = history.Open(o, hold) || changed
 	}
 	for _, hold := range history.OpenHolds(o) {
-		if slices.ContainsFunc(holders, func(x history.Hold) bool { return x.PodUID == hold.PodUID }) {
+		if !h.inScope(hold.Namespace) || slices.ContainsFunc(holders, func(x history.Hold) bool { return x.PodUID == hold.PodUID }) {
 			continue
 		}
 		var endedAfter *time.Time

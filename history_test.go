@@ -364,3 +364,32 @@ func TestHistoryHeldFrom(t *testing.T) {
 		t.Errorf("heldFrom with the history off = %v", got)
 	}
 }
+
+// TestHistoryLeavesOtherNamespacesHolds checks a controller limited to one
+// namespace (--namespace): an IPHistory is cluster-wide, and the open hold
+// of a pod in another namespace, which this controller cannot see, is not
+// closed as gone, neither at activation nor when its address is
+// reconciled. A controller of every namespace closes it.
+func TestHistoryLeavesOtherNamespacesHolds(t *testing.T) {
+	f := newHistoryFixture(t)
+	f.h.namespace = "ns"
+	o, err := history.New("10.244.0.9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Name, o.UID, o.ResourceVersion = "10.244.0.9", "h-1", "1"
+	history.Open(o, history.Hold{Namespace: "other", Pod: "x", PodUID: "uid-x", From: metav1.NewTime(f.now.Add(-time.Hour))})
+	if err := f.h.histories.Add(o); err != nil {
+		t.Fatal(err)
+	}
+	f.h.activate(f.now.Add(-time.Minute))
+	if len(f.h.unseen) != 0 {
+		t.Errorf("activation marked %v as changed while no leader ran; the pod is another namespace's", f.h.unseen)
+	}
+	f.sync("10.244.0.9")
+	f.expectCalls()
+
+	f.h.namespace = ""
+	f.sync("10.244.0.9")
+	f.expectCalls("update 10.244.0.9")
+}

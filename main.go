@@ -316,7 +316,7 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 		if err != nil {
 			return err
 		}
-		inf.History = &HistoryConfig{Informer: historyInformer, Client: c.history, Retention: o.historyRetention}
+		inf.History = &HistoryConfig{Informer: historyInformer, Client: c.history, Retention: o.historyRetention, Namespace: o.namespace}
 		informers = append(informers, historyInformer)
 	}
 	controller, err := NewController(ctx, c.mirrors, inf, recorder)
