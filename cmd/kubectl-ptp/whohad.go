@@ -26,7 +26,9 @@ long ago (90m, 2h, 1d12h).
 A hold whose end podtoip-controller did not see (no leader was running
 then) ended at some time between two: when TIME lies between them, the pod
 is listed as uncertain, "ended between A and B, not observed". Two pods
-listed as certain held the address at once: a conflict.
+listed as certain held the address at once: a conflict, unless one let go
+of it and the other got it within one second (times are kept to the
+second, and both answer for that second).
 
 With -o json|yaml it prints a WhoHad (apiVersion kubectl-ptp.example.com/v1):
 address, at, recorded (whether the address has a history), recordStart
@@ -103,7 +105,9 @@ func (o *options) whoHad(ctx context.Context, cmd *cobra.Command, arg, atFlag st
 			return err
 		}
 	}
-	if certain := countCertain(res.Holders); certain > 1 {
+	if certain := countCertain(res.Holders); certain > 1 && handedOver(res.Holders) {
+		fmt.Fprintf(o.streams.ErrOut, "note: %s passed from one pod to the next within the second of %s (times are kept to the second)\n", a.canonical, formatTime(at))
+	} else if certain > 1 {
 		fmt.Fprintf(o.streams.ErrOut, "note: %d pods held %s at once at %s: a conflict\n", certain, a.canonical, formatTime(at))
 	}
 	if msg := whoHadNote(res, h, now); msg != "" {
@@ -123,6 +127,27 @@ func countCertain(matches []history.Match) int {
 		}
 	}
 	return n
+}
+
+// handedOver reports whether the certain holds in matches overlap by no
+// more than the one second that rounding gives two holds that follow each
+// other: a handover, not two pods holding the address at once.
+func handedOver(matches []history.Match) bool {
+	for i, a := range matches {
+		for _, b := range matches[i+1:] {
+			if a.Uncertain || b.Uncertain {
+				continue
+			}
+			first, next := a.Hold, b.Hold
+			if next.From.Before(&first.From) {
+				first, next = next, first
+			}
+			if first.To == nil || first.To.Time.Sub(next.From.Time) > time.Second {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // whoHadNote says what the answer cannot tell: that nobody held the

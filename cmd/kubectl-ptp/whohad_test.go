@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"example.com/podtoip-controller/internal/history"
 )
@@ -61,6 +62,25 @@ func TestWhoHadAConflict(t *testing.T) {
 	want := "note: 2 pods held 10.244.1.7 at once at 2026-05-01T13:00:00Z: a conflict\n"
 	if !strings.Contains(out, "old-1") || !strings.Contains(out, "db-0") || errOut != want || code != exitFound {
 		t.Errorf("who-had printed\n%s\nstderr %q, exit %d; want old-1 and db-0, stderr %q", out, errOut, code, want)
+	}
+}
+
+// TestWhoHadAHandover checks a pod that let go of the address and the next
+// that got it within one second: both answer for that second (times are
+// kept to the second), and that is said as a handover, not a conflict.
+func TestWhoHadAHandover(t *testing.T) {
+	api := newFakeAPI(t)
+	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
+		handover := clock("12:30")
+		open(h, "shop", "old-1", uidOld, "node-1", "12:00")
+		history.Close(h, types.UID(uidOld), handover.Add(500*time.Millisecond), nil) // kept as 12:30:01
+		history.Open(h, history.Hold{Namespace: "shop", Pod: "db-0", PodUID: uidDB, Node: "node-3",
+			From: metav1.NewTime(handover.Add(200 * time.Millisecond))}) // kept as 12:30:00
+	})
+	_, errOut, code := runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "12:30")
+	want := "note: 10.244.1.7 passed from one pod to the next within the second of 2026-05-01T12:30:00Z (times are kept to the second)\n"
+	if errOut != want || code != exitFound {
+		t.Errorf("who-had at a handover: stderr %q, exit %d; want %q", errOut, code, want)
 	}
 }
 

@@ -175,7 +175,12 @@ func run() (err error) {
 	show(ctx, cl, "Who has "+ip6+"?  kubectl get ptp -A --field-selector podIPv6="+ip6+"  (any address of either family)",
 		"get", "ptp", "-A", "--field-selector", "podIPv6="+ip6)
 
+	// The history keeps whole seconds, and two holds that follow each other
+	// within a second both answer for it: the scale-down starts in the
+	// second after the one asked about, so that only the pods of before
+	// held the address then. (A wait for the clock, not for a condition.)
 	before := time.Now().UTC().Truncate(time.Second)
+	time.Sleep(time.Until(before.Add(time.Second)))
 	step(fmt.Sprintf("Scaling %s to 2 replicas: kubectl -n %s scale deployment %s --replicas=2", demoApp, demoNamespace, demoApp))
 	if _, err := cl.Kubectl(ctx, "-n", demoNamespace, "scale", "deployment", demoApp, "--replicas=2"); err != nil {
 		return err
