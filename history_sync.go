@@ -109,7 +109,7 @@ func (h *historian) converge(o *history.IPHistory, now time.Time, seen map[slim.
 		changed = history.Close(o, hold.PodUID, at, endedAfter) || changed
 	}
 	if !unseen {
-		changed = h.addBrief(o, seen, holders) || changed
+		changed = h.addBrief(o, seen) || changed
 	}
 	pruned, _ := history.Prune(o, now.Add(-h.retention))
 	return changed || pruned
@@ -117,14 +117,13 @@ func (h *historian) converge(o *history.IPHistory, now time.Time, seen map[slim.
 
 // addBrief records the holds that started and ended between two reconciles
 // of the address (a Job's pod that finished within a moment, an address
-// passed on at once): seen both starting and ending, not holding it now,
-// and in no hold of o yet.
-func (h *historian) addBrief(o *history.IPHistory, seen map[slim.UID]seenAt, holders []history.Hold) bool {
+// passed on at once): seen both starting and ending, and in no hold of o
+// yet (a pod holding it now has just been given one).
+func (h *historian) addBrief(o *history.IPHistory, seen map[slim.UID]seenAt) bool {
 	changed := false
 	for uid, s := range seen {
 		id := uid.UID()
 		if s.start.IsZero() || s.end.IsZero() || s.end.Before(s.start) ||
-			slices.ContainsFunc(holders, func(x history.Hold) bool { return x.PodUID == id }) ||
 			slices.ContainsFunc(o.Holders, func(x history.Hold) bool { return x.PodUID == id }) {
 			continue
 		}

@@ -140,8 +140,8 @@ func (b *bench) restartAsUser(ctx context.Context, binary, name string, withObje
 	s := &run.sample
 	s.ReadySeconds = workersAt.Sub(start).Seconds()
 	s.CPUSeconds, s.RSSMiB = usage.cpuSeconds, usage.rssMiB
-	run.requests = after.sub(before).mirrors
-	run.historyRequests = after.sub(before).histories
+	d := after.sub(before)
+	run.requests, run.historyRequests = d.mirrors, d.histories
 	s.Writes = run.requests.Writes() + run.historyRequests.Writes()
 	step("Restart (%s%s): workers after %.2fs; CPU %.2fs, RSS %.1f MiB, %v writes",
 		name, map[bool]string{true: ", with nodes and Services"}[withObjects], s.ReadySeconds, s.CPUSeconds, s.RSSMiB, s.Writes)

@@ -164,6 +164,8 @@ type bench struct {
 	addresses int
 	// apiPID and etcdPID are the servers', whose CPU each phase reads.
 	apiPID, etcdPID int
+	// listen holds each binary's listenFlags.
+	listen map[string][]string
 }
 
 // benchPod is one pod as the benchmark created it.
@@ -236,7 +238,12 @@ func measure(ctx context.Context, o options, root string, res *Result) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{o: o, cp: cp, kube: kube, http: httpClient, logDir: logDir, res: res}
+	b := &bench{o: o, cp: cp, kube: kube, http: httpClient, logDir: logDir, res: res, listen: map[string][]string{}}
+	for _, binary := range []string{o.controller, o.baseline} {
+		if binary != "" {
+			b.listenFlags(binary)
+		}
+	}
 	if b.apiPID, b.etcdPID, err = cp.ServerPIDs(); err != nil {
 		return err
 	}
@@ -543,7 +550,7 @@ func (b *bench) startProfiledController(name string) (*controlplane.Process, err
 	if b.prof == nil {
 		return b.startController(name)
 	}
-	args := append(listenFlags(b.o.controller), "--kubeconfig", b.kubeconfig, "--profiling-bind-address="+b.prof.addr)
+	args := append(b.listenFlags(b.o.controller), "--kubeconfig", b.kubeconfig, "--profiling-bind-address="+b.prof.addr)
 	args = append(args, strings.Fields(b.o.extraArgs)...)
 	return controlplane.StartProcess(b.o.controller, nil, filepath.Join(b.logDir, name+".log"), args...)
 }
@@ -560,7 +567,7 @@ func (b *bench) startBinaryAs(binary, name, kubeconfig string) (*controlplane.Pr
 	if kubeconfig == "" {
 		kubeconfig = b.kubeconfig
 	}
-	args := append(listenFlags(binary), "--kubeconfig", kubeconfig)
+	args := append(b.listenFlags(binary), "--kubeconfig", kubeconfig)
 	args = append(args, strings.Fields(b.o.extraArgs)...)
 	return controlplane.StartProcess(binary, nil, filepath.Join(b.logDir, name+".log"), args...)
 }
@@ -568,14 +575,19 @@ func (b *bench) startBinaryAs(binary, name, kubeconfig string) (*controlplane.Pr
 // listenFlags move a controller's listening addresses to free loopback
 // ports, and its metrics to plain HTTP where the build serves them over
 // HTTPS by default (a build from before that, measured as a baseline, has
-// no such flag).
-func listenFlags(binary string) []string {
+// no such flag). The build's flags are read once, before any phase, so
+// that no timed start runs the binary twice.
+func (b *bench) listenFlags(binary string) []string {
+	if flags, ok := b.listen[binary]; ok {
+		return slices.Clone(flags)
+	}
 	flags := []string{"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}
 	usage, _ := exec.Command(binary, "-h").CombinedOutput()
 	if bytes.Contains(usage, []byte("metrics-secure")) {
 		flags = append(flags, "--metrics-secure=false")
 	}
-	return flags
+	b.listen[binary] = flags
+	return slices.Clone(flags)
 }
 
 // counts are the API server's request counts for the two kinds the
@@ -668,8 +680,8 @@ func (b *bench) cold(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.res.Cold.Requests = after.sub(before).mirrors
-	b.res.History.ColdRequests = after.sub(before).histories
+	d := after.sub(before)
+	b.res.Cold.Requests, b.res.History.ColdRequests = d.mirrors, d.histories
 	if b.hist != nil {
 		if b.res.History.Objects, b.res.History.Bytes, err = b.hist.size(); err != nil {
 			return err
@@ -874,8 +886,8 @@ func (b *bench) churn(ctx context.Context) error {
 	b.res.Churn.Missed = missed
 	b.res.Churn.LatencyMs = summarize(lat)
 	b.res.Churn.Samples = lat
-	b.res.Churn.Requests = after.sub(before).mirrors
-	b.res.History.ChurnRequests = after.sub(before).histories
+	d := after.sub(before)
+	b.res.Churn.Requests, b.res.History.ChurnRequests = d.mirrors, d.histories
 	step("Churn: p50 %.1fms p95 %.1fms p99 %.1fms max %.1fms, missed %d",
 		b.res.Churn.LatencyMs.P50, b.res.Churn.LatencyMs.P95, b.res.Churn.LatencyMs.P99, b.res.Churn.LatencyMs.Max, missed)
 	return nil
@@ -945,8 +957,8 @@ func (b *bench) delete(ctx context.Context) error {
 	}
 	b.res.Delete.PodsDeletedSeconds = lastAck.Sub(start).Seconds()
 	b.res.Delete.LastGoneAfterSeconds = max(0, gone.Sub(lastAck).Seconds())
-	b.res.Delete.Requests = after.sub(before).mirrors
-	b.res.History.DeleteRequests = after.sub(before).histories
+	d := after.sub(before)
+	b.res.Delete.Requests, b.res.History.DeleteRequests = d.mirrors, d.histories
 	ended, err := b.watchesEnded(ctx)
 	if err != nil {
 		return err
