@@ -80,7 +80,7 @@ func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (
 	if err != nil {
 		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)
 	}
-	w, err := newWriter(c, httpClient)
+	w, err := newWriter(c, httpClient, Resource, true)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func bodyOf(obj *PodToIp) ([]byte, error) {
 // declines, decoded by sigs.k8s.io/json, the rest skipped either way.
 func writtenMeta(body []byte) (*PodToIp, error) {
 	if len(body) == 0 {
-		return nil, fmt.Errorf("empty response to a PodToIp write")
+		return nil, fmt.Errorf("empty response to a write")
 	}
 	if m, ok := scanWrittenMeta(body); ok {
 		return m, nil
@@ -188,7 +188,7 @@ func writtenMeta(body []byte) (*PodToIp, error) {
 	}
 	// Case-sensitive, as the API machinery decodes.
 	if err := sjson.UnmarshalCaseSensitivePreserveInts(body, &written); err != nil {
-		return nil, fmt.Errorf("decoding the response to a PodToIp write: %w", err)
+		return nil, fmt.Errorf("decoding the response to a write: %w", err)
 	}
 	m := written.Metadata
 	return &PodToIp{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}}, nil

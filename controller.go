@@ -67,10 +67,8 @@ type Informers struct {
 }
 
 // HistoryConfig is what the history of addresses needs: the IPHistory
-// informer (with slimHistory as its transform), the writes, and how long a
-// closed hold is kept.
+// calls, and how long a closed hold is kept.
 type HistoryConfig struct {
-	Informer  cache.SharedIndexInformer
 	Client    historyWriter
 	Retention time.Duration
 	// Namespace is the namespace whose pods' holds the controller keeps
@@ -188,9 +186,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 	}
 	c.cachesSynced = []cache.InformerSynced{inf.Pods.HasSynced, inf.Mirrors.HasSynced, podHandler.HasSynced}
 	if hc := inf.History; hc != nil {
-		if c.history, err = newHistorian(ctx, hc.Client, hc.Informer, c.pods, c.holders, hc.Retention, hc.Namespace); err != nil {
-			return nil, err
-		}
+		c.history = newHistorian(hc.Client, c.pods, c.holders, hc.Retention, hc.Namespace)
 	}
 	if k := inf.Nodes; k != nil {
 		if err := ensureIndexers(k.Informer, cache.Indexers{conflicts.AddressIndex: conflicts.NodeAddressIndexFunc}); err != nil {

@@ -10,9 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -20,23 +24,30 @@ import (
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/slim"
-	"example.com/podtoip-controller/internal/tracker"
 )
 
 // historian keeps an IPHistory for every address a pod holds or held within
 // the retention window (internal/history): the answer to "who had this IP
 // at 14:05?". Its key is the address; what it compares is the holders the
 // pod cache shows (the holder index: live pods that are not hostNetwork)
-// with the open holds of the cached IPHistory, and it writes only when a
-// hold starts or ends, or expires. Like the mirrors, it is written by the
+// with the open holds of the IPHistory, and it writes only when a hold
+// starts or ends, or expires. Like the mirrors, it is written by the
 // leader alone.
+//
+// It keeps no informer of IPHistories. Only the leader writes them (the
+// shipped admission policy refuses everyone else), so what they hold is
+// what it wrote: it lists them once when it starts to lead, keeps a
+// history.Record of each (a fraction of the object, see Record) updated
+// from its own writes, and sends each change as a JSON patch that the
+// API server applies only to the version it recorded. A write that finds
+// another version (an edit the policy did not stop, a previous leader's
+// last write) reads the object again and retries. A watch would add a
+// decoded copy of every write it makes, and the API server's work to send
+// it, to learn nothing.
 type historian struct {
 	client    historyWriter
-	histories cache.Indexer
-	synced    cache.InformerSynced
 	pods      cache.Indexer
 	holders   *conflicts.HolderIndex
-	tracker   *tracker.Tracker
 	queue     workqueue.TypedRateLimitingInterface[string]
 	retention time.Duration
 	// namespace scopes the holds this controller opens and closes ("":
@@ -50,6 +61,9 @@ type historian struct {
 	active atomic.Bool
 
 	mu sync.Mutex
+	// records maps an IPHistory's name to what was last written to it,
+	// while leading.
+	records map[string]history.Record
 	// unseen maps the addresses whose holds started or ended while no
 	// leader ran, found at activation, to the earliest time such an end
 	// can have happened: their next reconcile records the uncertainty.
@@ -76,29 +90,21 @@ func expiryCheck(retention time.Duration) time.Duration {
 	return min(time.Minute, max(retention/2, time.Second))
 }
 
-func newHistorian(ctx context.Context, client historyWriter, inf cache.SharedIndexInformer, pods cache.Indexer,
-	holders *conflicts.HolderIndex, retention time.Duration, namespace string) (*historian, error) {
-	h := &historian{
+func newHistorian(client historyWriter, pods cache.Indexer, holders *conflicts.HolderIndex, retention time.Duration, namespace string) *historian {
+	return &historian{
 		client:    client,
-		histories: inf.GetIndexer(),
 		pods:      pods,
 		holders:   holders,
-		tracker:   tracker.New(),
 		retention: retention,
 		namespace: namespace,
 		now:       time.Now,
+		records:   map[string]history.Record{},
 		unseen:    map[string]time.Time{},
 		seen:      map[string]map[slim.UID]seenAt{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBaseDelay, retryMaxDelay),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "iphistory"}),
 	}
-	reg, err := addHandler(ctx, inf, h.observe, func(_, cur any) { h.observe(cur) }, h.observeDeleted)
-	if err != nil {
-		return nil, fmt.Errorf("adding IPHistory event handler: %w", err)
-	}
-	h.synced = func() bool { return inf.HasSynced() && reg.HasSynced() }
-	return h, nil
 }
 
 // moved queues the addresses whose holds a pod change starts or ends, and
@@ -161,33 +167,66 @@ func (h *historian) forgetSeen(addr string, used map[slim.UID]seenAt) {
 	}
 }
 
-// observe queues the address of an IPHistory someone else wrote (the
-// controller's own writes are recognised by the tracker).
-func (h *historian) observe(obj any) {
-	if o, ok := obj.(*history.IPHistory); ok && !h.tracker.Observe(historyKey(o.Name), historyVersion(o), false) && h.active.Load() {
-		h.queue.Add(o.Address)
+// record returns what was last written to the IPHistory name.
+func (h *historian) record(name string) (history.Record, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, ok := h.records[name]
+	return r, ok
+}
+
+// setRecord keeps r as what was written to name; ok false forgets it.
+func (h *historian) setRecord(name string, r history.Record, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ok {
+		h.records[name] = r
+	} else {
+		delete(h.records, name)
 	}
 }
 
-func (h *historian) observeDeleted(obj any) {
-	if o, ok := unwrapTombstone(obj).(*history.IPHistory); ok && !h.tracker.Observe(historyKey(o.Name), historyVersion(o), true) && h.active.Load() {
-		h.queue.Add(o.Address)
+// load lists every IPHistory, a page at a time, and keeps its Record.
+func (h *historian) load(ctx context.Context) error {
+	records := map[string]history.Record{}
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return h.client.List(ctx, opts)
+	})
+	p.PageSize = historyPageSize
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		o := obj.(*history.IPHistory)
+		records[o.Name] = history.RecordOf(o)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listing IPHistories: %w", err)
 	}
+	h.mu.Lock()
+	h.records = records
+	h.mu.Unlock()
+	return nil
 }
 
-func historyKey(name string) cache.ObjectName { return cache.ObjectName{Name: name} }
+// historyPageSize is how many IPHistories one list request returns: the
+// new leader's list of a large cluster's history is read a page at a time
+// rather than decoded whole.
+const historyPageSize = 500
 
-func historyVersion(o *history.IPHistory) tracker.Version {
-	return tracker.Version{UID: slim.ToUID(o.UID), RV: o.ResourceVersion}
-}
-
-// run reconciles addresses with workers until ctx ends, once the caches
-// have synced; inflight is the context of the API calls (see RunLeading).
-// previous is the earliest time a hold that ended while no leader ran can
-// have ended: when the previous leader last renewed its lease, if known.
+// run reconciles addresses with workers until ctx ends, once it has read
+// the IPHistories; inflight is the context of the API calls (see
+// RunLeading). previous is the earliest time a hold that ended while no
+// leader ran can have ended: when the previous leader last renewed its
+// lease, if known.
 func (h *historian) run(ctx, inflight context.Context, workers int, previous time.Time) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, h.synced) {
+	err := wait.PollUntilContextCancel(ctx, loadRetry, true, func(ctx context.Context) (bool, error) {
+		err := h.load(ctx)
+		if err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Reading the IPHistories to start recording holds; retrying", "retryIn", loadRetry)
+		}
+		return err == nil, nil
+	})
+	if err != nil {
 		h.queue.ShutDown()
 		return
 	}
@@ -204,11 +243,17 @@ func (h *historian) run(ctx, inflight context.Context, workers int, previous tim
 	h.active.Store(false)
 	h.queue.ShutDown()
 	wg.Wait()
-	// What was seen while leading is the next leader's to find again.
+	// What was seen and written while leading is the next leader's to
+	// find again.
 	h.mu.Lock()
 	clear(h.seen)
+	h.records = map[string]history.Record{}
 	h.mu.Unlock()
 }
+
+// loadRetry is how long the historian waits before listing the
+// IPHistories again after a failed list.
+const loadRetry = 5 * time.Second
 
 // activate turns on queueing and queues what changed while no leader ran:
 // open holds whose pod no longer holds the address, and holders without an
@@ -218,16 +263,25 @@ func (h *historian) run(ctx, inflight context.Context, workers int, previous tim
 func (h *historian) activate(previous time.Time) {
 	h.active.Store(true)
 	open := map[string][]slim.UID{} // the open holds, by address
-	for _, obj := range h.histories.List() {
-		o := obj.(*history.IPHistory)
-		for _, hold := range history.OpenHolds(o) {
-			open[o.Address] = append(open[o.Address], slim.ToUID(hold.PodUID))
-			if h.inScope(hold.Namespace) && !h.holds(o.Address, hold.PodUID) {
-				h.markUnseen(o.Address, previous)
+	h.mu.Lock()
+	records := maps.Clone(h.records)
+	h.mu.Unlock()
+	for name, r := range records {
+		address, err := history.AddressOf(name)
+		if err != nil {
+			continue // not named by an address: not the historian's
+		}
+		for _, hold := range r.Holds {
+			if hold.To != 0 {
+				continue
+			}
+			open[address] = append(open[address], hold.UID)
+			if h.inScope(hold.Namespace) && !h.holds(address, hold.UID.UID()) {
+				h.markUnseen(address, previous)
 			}
 		}
-		if h.expired(o) {
-			h.queue.Add(o.Address)
+		if h.expired(r) {
+			h.queue.Add(address)
 		}
 	}
 	for _, obj := range h.pods.List() {
@@ -258,11 +312,11 @@ func (h *historian) holds(addr string, uid types.UID) bool {
 	return slices.ContainsFunc(h.holdersOf(addr, time.Time{}, nil), func(x history.Hold) bool { return x.PodUID == uid })
 }
 
-// expired reports whether o has a closed hold past the retention window.
-func (h *historian) expired(o *history.IPHistory) bool {
-	before := h.now().Add(-h.retention)
-	for _, hold := range o.Holders {
-		if hold.To != nil && hold.To.Time.Before(before) {
+// expired reports whether r has a closed hold past the retention window.
+func (h *historian) expired(r history.Record) bool {
+	before := h.now().Add(-h.retention).Unix()
+	for _, hold := range r.Holds {
+		if hold.To != 0 && hold.To < before {
 			return true
 		}
 	}
@@ -270,8 +324,8 @@ func (h *historian) expired(o *history.IPHistory) bool {
 }
 
 // expireEvery queues, every period, the addresses with holds past the
-// retention window: one pass over the cache, no timer per object, no write
-// when nothing expired.
+// retention window: one pass over the records, no timer per object, no
+// write when nothing expired.
 func (h *historian) expireEvery(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -280,9 +334,17 @@ func (h *historian) expireEvery(ctx context.Context, period time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			for _, obj := range h.histories.List() {
-				if o := obj.(*history.IPHistory); h.expired(o) {
-					h.queue.Add(o.Address)
+			var expired []string
+			h.mu.Lock()
+			for name, r := range h.records {
+				if h.expired(r) {
+					expired = append(expired, name)
+				}
+			}
+			h.mu.Unlock()
+			for _, name := range expired {
+				if address, err := history.AddressOf(name); err == nil {
+					h.queue.Add(address)
 				}
 			}
 		}
@@ -318,11 +380,12 @@ func (h *historian) processNext(stop, workCtx context.Context) bool {
 }
 
 // heldFrom returns when the pod uid's holds on addrs began, from the
-// cached histories: nil when the history is off or knows none of them.
+// records: nil when the history is off or knows none of them.
 func (h *historian) heldFrom(addrs []string, uid types.UID) map[string]time.Time {
 	if h == nil {
 		return nil
 	}
+	id := slim.ToUID(uid)
 	var out map[string]time.Time
 	for _, a := range addrs {
 		canonical, ok := addr.Canonical(a)
@@ -333,17 +396,13 @@ func (h *historian) heldFrom(addrs []string, uid types.UID) map[string]time.Time
 		if err != nil {
 			continue
 		}
-		obj, ok, _ := h.histories.GetByKey(name)
-		if !ok {
-			continue
-		}
-		holders := obj.(*history.IPHistory).Holders
-		for i := len(holders) - 1; i >= 0; i-- {
-			if holders[i].PodUID == uid {
+		r, ok := h.record(name)
+		for i := len(r.Holds) - 1; ok && i >= 0; i-- {
+			if r.Holds[i].UID == id {
 				if out == nil {
 					out = map[string]time.Time{}
 				}
-				out[canonical] = holders[i].From.Time
+				out[canonical] = time.Unix(r.Holds[i].From, 0).UTC()
 				break
 			}
 		}

@@ -2,14 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"example.com/podtoip-controller/internal/history"
 )
@@ -18,20 +18,35 @@ func init() {
 	scheme.AddKnownTypes(history.GroupVersion, &history.IPHistory{}, &history.IPHistoryList{})
 }
 
-// historyWriter is the set of writes the historian makes on IPHistory
-// objects. *historyClient implements it; unit tests substitute a recorder.
+// historyWriter is the set of calls the historian makes on IPHistory
+// objects. *historyClient implements it; unit tests substitute a fake API
+// server. A write returns the written object's UID and resourceVersion:
+// the historian keeps its own Record of what it wrote (see historian).
 type historyWriter interface {
-	Create(ctx context.Context, h *history.IPHistory) (*history.IPHistory, error)
-	Update(ctx context.Context, h *history.IPHistory) (*history.IPHistory, error)
+	Create(ctx context.Context, h *history.IPHistory) (written, error)
+	// Patch applies a JSON patch (history.Patch) to the object name.
+	Patch(ctx context.Context, name string, patch []byte) (written, error)
+	// Update replaces the object; h carries the resourceVersion it
+	// expects.
+	Update(ctx context.Context, h *history.IPHistory) (written, error)
 	Delete(ctx context.Context, name string, pre metav1.Preconditions) error
+	Get(ctx context.Context, name string) (*history.IPHistory, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*history.IPHistoryList, error)
 }
 
-// historyClient reads and writes IPHistory objects through client-go's
-// REST client with the standard JSON serializer. Unlike PodToIps, they are
-// written once per hold that starts or ends, not once per pod event, so the
-// library's request path costs nothing worth a hand-written one.
+// written is what a write's response says of the object written.
+type written struct {
+	UID             types.UID
+	ResourceVersion string
+}
+
+// historyClient writes IPHistory objects through the hand-written writer
+// the mirrors use, reading of each response only the UID and
+// resourceVersion, and reads them (a list when the controller starts to
+// lead, a GET after a conflict) through client-go's REST client.
 type historyClient struct {
-	rest rest.Interface
+	rest  rest.Interface
+	write *writer
 }
 
 func newHistoryClient(cfg *rest.Config, httpClient *http.Client) (*historyClient, error) {
@@ -48,52 +63,71 @@ func newHistoryClient(cfg *rest.Config, httpClient *http.Client) (*historyClient
 	if err != nil {
 		return nil, fmt.Errorf("building REST client for %s: %w", history.GroupVersionResource, err)
 	}
-	return &historyClient{rest: rc}, nil
+	w, err := newWriter(c, httpClient, history.Resource, false)
+	if err != nil {
+		return nil, err
+	}
+	return &historyClient{rest: rc, write: w}, nil
 }
 
-func (c *historyClient) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+func (c *historyClient) List(ctx context.Context, opts metav1.ListOptions) (*history.IPHistoryList, error) {
 	out := &history.IPHistoryList{}
 	err := c.rest.Get().Resource(history.Resource).VersionedParams(&opts, parameterCodec).
 		Timeout(timeoutOf(opts)).Do(ctx).Into(out)
 	return out, err
 }
 
-func (c *historyClient) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	opts.Watch = true
-	return c.rest.Get().Resource(history.Resource).VersionedParams(&opts, parameterCodec).
-		Timeout(timeoutOf(opts)).Watch(ctx)
-}
-
-func (c *historyClient) Create(ctx context.Context, h *history.IPHistory) (*history.IPHistory, error) {
+func (c *historyClient) Get(ctx context.Context, name string) (*history.IPHistory, error) {
 	out := &history.IPHistory{}
-	err := c.rest.Post().Resource(history.Resource).Param("fieldManager", fieldManager).Body(h).Do(ctx).Into(out)
+	err := c.rest.Get().Resource(history.Resource).Name(name).Do(ctx).Into(out)
 	return out, err
 }
 
-func (c *historyClient) Update(ctx context.Context, h *history.IPHistory) (*history.IPHistory, error) {
-	out := &history.IPHistory{}
-	err := c.rest.Put().Resource(history.Resource).Name(h.Name).Param("fieldManager", fieldManager).Body(h).Do(ctx).Into(out)
-	return out, err
+func (c *historyClient) Create(ctx context.Context, h *history.IPHistory) (written, error) {
+	return c.send(ctx, http.MethodPost, "", h)
+}
+
+func (c *historyClient) Update(ctx context.Context, h *history.IPHistory) (written, error) {
+	return c.send(ctx, http.MethodPut, h.Name, h)
+}
+
+func (c *historyClient) Patch(ctx context.Context, name string, patch []byte) (written, error) {
+	return c.do(ctx, http.MethodPatch, name, patch)
+}
+
+func (c *historyClient) send(ctx context.Context, method, name string, h *history.IPHistory) (written, error) {
+	body, err := json.Marshal(h)
+	if err != nil {
+		return written{}, fmt.Errorf("encoding IPHistory %s: %w", h.Name, err)
+	}
+	return c.do(ctx, method, name, body)
+}
+
+func (c *historyClient) do(ctx context.Context, method, name string, body []byte) (written, error) {
+	res, err := c.write.do(ctx, method, "", name, writeOptions{fieldManager: fieldManager}, body)
+	if err != nil {
+		return written{}, err
+	}
+	defer res.release()
+	m, err := writtenMeta(res.Bytes())
+	if err != nil {
+		return written{}, err
+	}
+	return written{UID: m.UID, ResourceVersion: m.ResourceVersion}, nil
 }
 
 func (c *historyClient) Delete(ctx context.Context, name string, pre metav1.Preconditions) error {
-	return c.rest.Delete().Resource(history.Resource).Name(name).Body(&metav1.DeleteOptions{Preconditions: &pre}).Do(ctx).Error()
-}
-
-// newHistoryInformer builds the IPHistory informer (cluster-scoped: one
-// object per address). Its cache keeps objects without managedFields.
-func newHistoryInformer(c *historyClient) (cache.SharedIndexInformer, error) {
-	return newInformer(nil, &cache.ListWatch{ListWithContextFunc: c.list, WatchFuncWithContext: c.watch},
-		&history.IPHistory{}, slimHistory, nil)
-}
-
-// slimHistory is the IPHistory informer's transform: the cache keeps the
-// holds and the identity a write needs, not managedFields, which an update
-// leaves as the API server has them.
-func slimHistory(obj any) (any, error) {
-	if h, ok := obj.(*history.IPHistory); ok {
-		h.ManagedFields = nil
-		h.Annotations = nil
+	body, err := json.Marshal(&metav1.DeleteOptions{
+		TypeMeta:      metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"},
+		Preconditions: &pre,
+	})
+	if err != nil {
+		return fmt.Errorf("encoding the options to delete IPHistory %s: %w", name, err)
 	}
-	return obj, nil
+	res, err := c.write.do(ctx, http.MethodDelete, "", name, writeOptions{}, body)
+	if err != nil {
+		return err
+	}
+	res.release()
+	return nil
 }

@@ -3,18 +3,17 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/slim"
-	"example.com/podtoip-controller/internal/tracker"
 )
 
 // sync converges the IPHistory of addr: a hold opens for each pod that
@@ -26,44 +25,31 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	if err != nil {
 		return nil // not an address: nothing queues one, nothing to do
 	}
-	key := historyKey(name)
-	var have *history.IPHistory
-	waiting, err := h.tracker.Pending(key, func() (tracker.Version, error) {
-		obj, ok, err := h.histories.GetByKey(name)
-		if !ok || err != nil {
-			return tracker.Version{}, err
-		}
-		have = obj.(*history.IPHistory)
-		return historyVersion(have), nil
-	})
-	if err != nil {
-		return fmt.Errorf("reading the IPHistory %s from cache: %w", name, err)
-	}
-	if waiting {
-		h.queue.AddAfter(addr, tracker.Timeout)
-		return nil
-	}
-
 	now, seen := h.now(), h.seenOf(addr)
 	h.mu.Lock()
 	previous, unseen := h.unseen[addr]
 	h.mu.Unlock()
-	var want *history.IPHistory
-	if have != nil {
+
+	r, known := h.record(name)
+	var have, want *history.IPHistory
+	if known {
+		if have, err = r.Skeleton(name); err != nil {
+			return nil
+		}
 		want = have.DeepCopy()
 	} else if want, err = history.New(addr); err != nil {
 		return nil
 	}
-	want.Labels = managedLabels
 	changed := h.converge(want, now, seen, unseen, previous)
 	switch {
-	case have == nil && len(want.Holders) == 0:
-	case have == nil:
-		err = h.write(ctx, key, "create", func() (*history.IPHistory, error) { return h.client.Create(ctx, want) })
+	case !known && len(want.Holders) == 0:
+	case !known:
+		want.Labels = managedLabels
+		err = h.write(ctx, name, "create", want, func() (written, error) { return h.client.Create(ctx, want) })
 	case len(want.Holders) == 0:
-		err = h.remove(ctx, key, have)
+		err = h.remove(ctx, name, r)
 	case changed:
-		err = h.write(ctx, key, "update", func() (*history.IPHistory, error) { return h.client.Update(ctx, want) })
+		err = h.update(ctx, name, have, want, func(o *history.IPHistory) { h.converge(o, now, seen, unseen, previous) })
 	}
 	if err == nil {
 		h.forgetSeen(addr, seen)
@@ -74,6 +60,21 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 		h.mu.Unlock()
 	}
 	return err
+}
+
+// update writes the change from have (a Skeleton of the record) to want
+// as a JSON patch. When the patch cannot tell two holds apart, it reads
+// the object, makes the same change to it (change) and replaces it.
+func (h *historian) update(ctx context.Context, name string, have, want *history.IPHistory, change func(*history.IPHistory)) error {
+	if patch, ok := history.Patch(have, want); ok {
+		return h.write(ctx, name, "update", want, func() (written, error) { return h.client.Patch(ctx, name, patch) })
+	}
+	whole, err := h.client.Get(ctx, name)
+	if err != nil {
+		return h.writeFailed(ctx, name, "get", err)
+	}
+	change(whole)
+	return h.write(ctx, name, "update", whole, func() (written, error) { return h.client.Update(ctx, whole) })
 }
 
 // converge changes o to what the pod cache says at now, and reports whether
@@ -159,43 +160,58 @@ func (h *historian) holdersOf(addr string, now time.Time, startedBefore *time.Ti
 	return out
 }
 
-// write creates or updates an IPHistory through the tracker, so that the
-// next reconcile of the address waits for the cache to show it.
-func (h *historian) write(ctx context.Context, key cache.ObjectName, op string, send func() (*history.IPHistory, error)) error {
-	err := h.tracker.Write(key, func() (tracker.Version, error) {
-		out, err := send()
-		if err != nil {
-			return tracker.Version{}, err
-		}
-		return historyVersion(out), nil
-	})
-	switch {
-	case err == nil:
-		historyWritesTotal.WithLabelValues(op).Inc()
-		klog.FromContext(ctx).V(4).Info("Wrote IPHistory", "operation", op, "iphistory", key.Name)
-		return nil
-	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err), apierrors.IsNotFound(err):
-		// The cache is behind; the object's event queues the address again.
-		klog.FromContext(ctx).V(2).Info("IPHistory changed underneath us; waiting for the cache", "err", err)
-		return nil
-	default:
-		return fmt.Errorf("%s IPHistory %s: %w", op, key.Name, err)
+// write sends a create or update that makes the IPHistory name what want
+// is, and records it.
+func (h *historian) write(ctx context.Context, name, op string, want *history.IPHistory, send func() (written, error)) error {
+	w, err := send()
+	if err != nil {
+		return h.writeFailed(ctx, name, op, err)
 	}
+	r := history.RecordOf(want)
+	r.UID, r.ResourceVersion = slim.ToUID(w.UID), w.ResourceVersion
+	h.setRecord(name, r, true)
+	historyWritesTotal.WithLabelValues(op).Inc()
+	klog.FromContext(ctx).V(4).Info("Wrote IPHistory", "operation", op, "iphistory", name)
+	return nil
+}
+
+// errStale is returned for a write that found the IPHistory other than
+// recorded: the record is read again and the address retried.
+var errStale = errors.New("the IPHistory was not as recorded; read it again")
+
+// writeFailed is the error a failed write of name returns. A write that
+// found the object other than recorded (written since, deleted, or there
+// already) reads it again, so that the retry starts from what it is.
+func (h *historian) writeFailed(ctx context.Context, name, op string, err error) error {
+	if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s IPHistory %s: %w", op, name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("IPHistory not as recorded; reading it again", "iphistory", name, "err", err)
+	o, gerr := h.client.Get(ctx, name)
+	switch {
+	case gerr == nil:
+		h.setRecord(name, history.RecordOf(o), true)
+	case apierrors.IsNotFound(gerr):
+		h.setRecord(name, history.Record{}, false)
+	default:
+		return fmt.Errorf("reading IPHistory %s after a %s found it changed: %w", name, op, gerr)
+	}
+	return errStale
 }
 
 // remove deletes an IPHistory with no hold left, if it is still the one
-// cached (UID and resourceVersion preconditions).
-func (h *historian) remove(ctx context.Context, key cache.ObjectName, have *history.IPHistory) error {
-	uid, rv := have.UID, have.ResourceVersion
-	err := h.client.Delete(ctx, key.Name, metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
+// recorded (UID and resourceVersion preconditions).
+func (h *historian) remove(ctx context.Context, name string, r history.Record) error {
+	uid, rv := r.UID.UID(), r.ResourceVersion
+	err := h.client.Delete(ctx, name, metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
 	switch {
-	case err == nil:
-		h.tracker.Deleted(key, historyVersion(have))
-		historyWritesTotal.WithLabelValues("delete").Inc()
-		return nil
-	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+	case err == nil, apierrors.IsNotFound(err):
+		h.setRecord(name, history.Record{}, false)
+		if err == nil {
+			historyWritesTotal.WithLabelValues("delete").Inc()
+		}
 		return nil
 	default:
-		return fmt.Errorf("deleting IPHistory %s: %w", key.Name, err)
+		return h.writeFailed(ctx, name, "delete", err)
 	}
 }

@@ -2,31 +2,36 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/history"
-	"example.com/podtoip-controller/internal/slim"
-	"example.com/podtoip-controller/internal/tracker"
 )
 
-// fakeHistories records the historian's writes and answers them as the API
-// server would: a UID on create, a new resourceVersion on every write.
+// fakeHistories is an API server of IPHistories for the historian's unit
+// tests: it records each call, keeps the objects, applies JSON patches as
+// the API server does (the resourceVersion they set is a precondition), and
+// gives a new resourceVersion on every write.
 type fakeHistories struct {
-	calls []string
-	last  *history.IPHistory
-	rv    int
+	calls   []string
+	objects map[string]*history.IPHistory
+	rv      int
 }
 
-func (f *fakeHistories) write(op string, h *history.IPHistory) (*history.IPHistory, error) {
+func (f *fakeHistories) stored(op string, h *history.IPHistory) (written, error) {
 	f.calls = append(f.calls, op+" "+h.Name)
 	f.rv++
 	out := h.DeepCopy()
@@ -34,26 +39,84 @@ func (f *fakeHistories) write(op string, h *history.IPHistory) (*history.IPHisto
 		out.UID = types.UID("h-" + h.Name)
 	}
 	out.ResourceVersion = fmt.Sprint(f.rv)
-	f.last = out
-	return out, nil
+	f.objects[h.Name] = out
+	return written{UID: out.UID, ResourceVersion: out.ResourceVersion}, nil
 }
 
-func (f *fakeHistories) Create(_ context.Context, h *history.IPHistory) (*history.IPHistory, error) {
-	return f.write("create", h)
+func (f *fakeHistories) Create(_ context.Context, h *history.IPHistory) (written, error) {
+	if f.objects[h.Name] != nil {
+		return written{}, apierrors.NewAlreadyExists(history.GroupVersionResource.GroupResource(), h.Name)
+	}
+	return f.stored("create", h)
 }
 
-func (f *fakeHistories) Update(_ context.Context, h *history.IPHistory) (*history.IPHistory, error) {
-	return f.write("update", h)
+func (f *fakeHistories) Update(_ context.Context, h *history.IPHistory) (written, error) {
+	if err := f.check(h.Name, h.ResourceVersion); err != nil {
+		return written{}, err
+	}
+	return f.stored("replace", h)
 }
 
-func (f *fakeHistories) Delete(_ context.Context, name string, _ metav1.Preconditions) error {
-	f.calls = append(f.calls, "delete "+name)
-	f.last = nil
+func (f *fakeHistories) Patch(_ context.Context, name string, patch []byte) (written, error) {
+	have := f.objects[name]
+	if have == nil {
+		return written{}, apierrors.NewNotFound(history.GroupVersionResource.GroupResource(), name)
+	}
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return written{}, err
+	}
+	doc, _ := json.Marshal(have)
+	if doc, err = p.Apply(doc); err != nil {
+		return written{}, err
+	}
+	var out history.IPHistory
+	if err := json.Unmarshal(doc, &out); err != nil {
+		return written{}, err
+	}
+	if err := f.check(name, out.ResourceVersion); err != nil {
+		return written{}, err
+	}
+	return f.stored("update", &out)
+}
+
+func (f *fakeHistories) check(name, rv string) error {
+	switch have := f.objects[name]; {
+	case have == nil:
+		return apierrors.NewNotFound(history.GroupVersionResource.GroupResource(), name)
+	case have.ResourceVersion != rv:
+		return apierrors.NewConflict(history.GroupVersionResource.GroupResource(), name, fmt.Errorf("version %s, not %s", have.ResourceVersion, rv))
+	}
 	return nil
 }
 
-// historyFixture is a historian on plain caches: pods (with the holder
-// index the pod handlers keep) and IPHistories, a fake writer and a clock.
+func (f *fakeHistories) Delete(_ context.Context, name string, pre metav1.Preconditions) error {
+	if err := f.check(name, *pre.ResourceVersion); err != nil {
+		return err
+	}
+	f.calls = append(f.calls, "delete "+name)
+	delete(f.objects, name)
+	return nil
+}
+
+func (f *fakeHistories) Get(_ context.Context, name string) (*history.IPHistory, error) {
+	if o := f.objects[name]; o != nil {
+		return o.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(history.GroupVersionResource.GroupResource(), name)
+}
+
+func (f *fakeHistories) List(_ context.Context, opts metav1.ListOptions) (*history.IPHistoryList, error) {
+	out := &history.IPHistoryList{}
+	for _, name := range slices.Sorted(maps.Keys(f.objects)) {
+		out.Items = append(out.Items, *f.objects[name].DeepCopy())
+	}
+	return out, nil
+}
+
+// historyFixture is a historian on a plain pod cache (with the holder
+// index the pod handlers keep), a fake API server of IPHistories and a
+// clock.
 type historyFixture struct {
 	t      *testing.T
 	h      *historian
@@ -62,19 +125,9 @@ type historyFixture struct {
 }
 
 func newHistoryFixture(t *testing.T) *historyFixture {
-	f := &historyFixture{t: t, client: &fakeHistories{}, now: time.Date(2026, 11, 25, 14, 5, 0, 0, time.UTC)}
-	f.h = &historian{
-		client:    f.client,
-		histories: cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil),
-		pods:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil),
-		holders:   conflicts.NewHolderIndex(conflicts.MaxListed),
-		tracker:   tracker.New(),
-		retention: time.Hour,
-		now:       func() time.Time { return f.now },
-		unseen:    map[string]time.Time{},
-		seen:      map[string]map[slim.UID]seenAt{},
-		queue:     workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-	}
+	f := &historyFixture{t: t, client: &fakeHistories{objects: map[string]*history.IPHistory{}}, now: time.Date(2026, 11, 25, 14, 5, 0, 0, time.UTC)}
+	f.h = newHistorian(f.client, cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil), conflicts.NewHolderIndex(conflicts.MaxListed), time.Hour, "")
+	f.h.now = func() time.Time { return f.now }
 	t.Cleanup(f.h.queue.ShutDown)
 	return f
 }
@@ -94,23 +147,12 @@ func (f *historyFixture) deletePod(p *podInfo) {
 	f.h.holders.Move(p.holder(), heldAddresses(p), nil)
 }
 
-// sync reconciles addr, then lets the cache show what was written.
+// sync reconciles addr.
 func (f *historyFixture) sync(addr string) {
 	f.t.Helper()
 	if err := f.h.sync(context.Background(), addr); err != nil {
 		f.t.Fatalf("sync %s: %v", addr, err)
 	}
-	name, _ := history.Name(addr)
-	obj, cached, _ := f.h.histories.GetByKey(name)
-	switch {
-	case f.client.last != nil && f.client.last.Name == name:
-		_ = f.h.histories.Update(f.client.last)
-		f.h.tracker.Observe(historyKey(name), historyVersion(f.client.last), false)
-	case cached && len(f.client.calls) > 0 && f.client.calls[len(f.client.calls)-1] == "delete "+name:
-		_ = f.h.histories.Delete(obj)
-		f.h.tracker.Observe(historyKey(name), historyVersion(obj.(*history.IPHistory)), true)
-	}
-	f.client.last = nil
 }
 
 func (f *historyFixture) expectCalls(want ...string) {
@@ -121,13 +163,17 @@ func (f *historyFixture) expectCalls(want ...string) {
 	f.client.calls = nil
 }
 
+// cached returns the IPHistory of addr as the API server has it.
 func (f *historyFixture) cached(addr string) *history.IPHistory {
 	name, _ := history.Name(addr)
-	obj, ok, _ := f.h.histories.GetByKey(name)
-	if !ok {
-		return nil
-	}
-	return obj.(*history.IPHistory)
+	return f.client.objects[name]
+}
+
+// record returns what the historian keeps of addr's IPHistory.
+func (f *historyFixture) record(addr string) history.Record {
+	name, _ := history.Name(addr)
+	r, _ := f.h.record(name)
+	return r
 }
 
 // TestHistoryOneWritePerHoldChange follows a dual-stack pod and the pod
@@ -243,14 +289,14 @@ func TestHistoryRetention(t *testing.T) {
 	f.expectCalls("create 10.244.0.5", "create 10.244.0.6", "update 10.244.0.5")
 
 	f.now = start.Add(30 * time.Minute)
-	if f.h.expired(f.cached("10.244.0.5")) {
+	if f.h.expired(f.record("10.244.0.5")) {
 		t.Error("a hold within the retention window counts as expired")
 	}
 	f.sync("10.244.0.5")
 	f.expectCalls()
 
 	f.now = start.Add(2 * time.Hour)
-	if !f.h.expired(f.cached("10.244.0.5")) || f.h.expired(f.cached("10.244.0.6")) {
+	if !f.h.expired(f.record("10.244.0.5")) || f.h.expired(f.record("10.244.0.6")) {
 		t.Error("expired() does not tell the ended hold past the window from the open one")
 	}
 	f.sync("10.244.0.5")
@@ -377,9 +423,11 @@ func TestHistoryLeavesOtherNamespacesHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Name, o.UID, o.ResourceVersion = "10.244.0.9", "h-1", "1"
 	history.Open(o, history.Hold{Namespace: "other", Pod: "x", PodUID: "uid-x", From: metav1.NewTime(f.now.Add(-time.Hour))})
-	if err := f.h.histories.Add(o); err != nil {
+	f.client.objects[o.Name] = o
+	f.client.rv = 1
+	o.UID, o.ResourceVersion = "h-1", "1"
+	if err := f.h.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	f.h.activate(f.now.Add(-time.Minute))
@@ -392,4 +440,77 @@ func TestHistoryLeavesOtherNamespacesHolds(t *testing.T) {
 	f.h.namespace = ""
 	f.sync("10.244.0.9")
 	f.expectCalls("update 10.244.0.9")
+}
+
+// TestHistoryRereadsWhatChangedUnderneath checks a write that finds the
+// IPHistory other than recorded (a previous leader's last write, an edit
+// the admission policy did not stop): nothing is written over it; the
+// object is read again, and the retry makes the change on what it is.
+func TestHistoryRereadsWhatChangedUnderneath(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	a := f.addPod(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5")
+
+	// Someone else records a hold of another pod, now gone.
+	o := f.cached("10.244.0.5")
+	history.Open(o, history.Hold{Namespace: "ns", Pod: "other", PodUID: "uid-o", From: metav1.NewTime(start.Add(-time.Hour))})
+	history.Close(o, "uid-o", start.Add(-time.Minute), nil)
+	f.client.rv++
+	o.ResourceVersion = fmt.Sprint(f.client.rv)
+
+	f.now = start.Add(time.Minute)
+	f.deletePod(a)
+	if err := f.h.sync(context.Background(), "10.244.0.5"); !errors.Is(err, errStale) {
+		t.Fatalf("sync over a changed IPHistory = %v, want errStale", err)
+	}
+	f.expectCalls()
+	f.sync("10.244.0.5")
+	f.expectCalls("update 10.244.0.5")
+	holds := f.cached("10.244.0.5").Holders
+	if len(holds) != 2 || holds[0].Pod != "other" || holds[1].Pod != "web" || holds[1].To == nil {
+		t.Errorf("holds = %+v, want other's kept and web's closed", holds)
+	}
+
+	// Deleted underneath: recreated from what the pods say.
+	delete(f.client.objects, "10.244.0.5")
+	f.addPod(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "next", "uid-n"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	if err := f.h.sync(context.Background(), "10.244.0.5"); !errors.Is(err, errStale) {
+		t.Fatalf("sync over a deleted IPHistory = %v, want errStale", err)
+	}
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5")
+}
+
+// TestHistoryReplacesWhatAPatchCannotSay checks the one change a JSON
+// patch cannot name (a pod that let go of the address and took it again
+// within one second has two holds from the same second): the object is
+// read and replaced, and written right.
+func TestHistoryReplacesWhatAPatchCannotSay(t *testing.T) {
+	f := newHistoryFixture(t)
+	f.h.active.Store(true)
+	p := f.addPod(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5")
+	f.deletePod(p)
+	f.h.moved(p, nil, heldAddresses(p), nil)
+	f.sync("10.244.0.5")
+	f.addPod(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5", "update 10.244.0.5", "replace 10.244.0.5")
+
+	f.now = f.now.Add(time.Minute)
+	f.deletePod(p)
+	f.sync("10.244.0.5")
+	f.expectCalls("replace 10.244.0.5")
+	holds := f.cached("10.244.0.5").Holders
+	if len(holds) != 2 || holds[0].To == nil || holds[1].To == nil || !holds[1].To.Time.Equal(f.now) {
+		t.Errorf("holds = %+v, want both closed, the second at %v", holds, f.now)
+	}
+	if r := f.record("10.244.0.5"); r.ResourceVersion != f.cached("10.244.0.5").ResourceVersion {
+		t.Errorf("record at version %s, the object at %s", r.ResourceVersion, f.cached("10.244.0.5").ResourceVersion)
+	}
 }

@@ -312,12 +312,7 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	inf := Informers{Pods: podInformer, Mirrors: mirrorInformer, Nodes: nodes, IPAddresses: ipAddresses}
 	informers := []cache.SharedIndexInformer{podInformer, mirrorInformer}
 	if o.historyRetention > 0 {
-		historyInformer, err := newHistoryInformer(c.history)
-		if err != nil {
-			return err
-		}
-		inf.History = &HistoryConfig{Informer: historyInformer, Client: c.history, Retention: o.historyRetention, Namespace: o.namespace}
-		informers = append(informers, historyInformer)
+		inf.History = &HistoryConfig{Client: c.history, Retention: o.historyRetention, Namespace: o.namespace}
 	}
 	controller, err := NewController(ctx, c.mirrors, inf, recorder)
 	if err != nil {
@@ -404,7 +399,7 @@ func (o *options) historyAccess() []authorizationv1.ResourceAttributes {
 		return nil
 	}
 	var out []authorizationv1.ResourceAttributes
-	for _, verb := range []string{"list", "watch", "create", "update", "delete"} {
+	for _, verb := range []string{"get", "list", "create", "update", "patch", "delete"} {
 		out = append(out, authorizationv1.ResourceAttributes{Verb: verb, Group: history.GroupVersion.Group, Resource: history.Resource})
 	}
 	return out

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/metrics"
@@ -27,9 +28,10 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// writer sends the controller's writes of PodToIps (create, update,
-// delete): one per pod and per change, the requests the controller makes
-// most. It builds each request directly on the process's HTTP client
+// writer sends the controller's writes of one resource of its group
+// (create, update, patch, delete): a PodToIp's, one per pod and per change,
+// are the requests the controller makes most; an IPHistory's, one per hold
+// that starts or ends, come next. It builds each request directly on the process's HTTP client
 // (the same connections, credentials, user agent and access tracking as
 // every other request), where client-go's generic request builder
 // assembles and parses the URL several times per request, clones headers
@@ -46,7 +48,13 @@ type writer struct {
 	// userAgent is set on each request, as the transport would set it, so
 	// that the transport need not copy the request to set it.
 	userAgent string
-	// prefix is the URL up to the namespace: ".../apis/example.com/v1/namespaces/".
+	// resource is what it writes: PodToIps (in a namespace) or IPHistories
+	// (cluster-scoped, when namespaced is false).
+	resource   string
+	namespaced bool
+	// prefix is the URL up to the namespace or resource:
+	// ".../apis/example.com/v1/" (then "namespaces/NS/" for a namespaced
+	// resource).
 	prefix string
 	host   string
 	// template is the URL the request metrics are labelled with, as
@@ -58,10 +66,10 @@ type writer struct {
 // answers 429 or 5xx with a Retry-After header, as client-go's default.
 const maxWriteRetries = 10
 
-// newWriter builds the writer for cfg's API server; httpClient is the
-// client built from cfg (rest.HTTPClientFor), which carries its transport
-// and credentials.
-func newWriter(cfg *rest.Config, httpClient *http.Client) (*writer, error) {
+// newWriter builds the writer of resource (namespaced or not) for cfg's API
+// server; httpClient is the client built from cfg (rest.HTTPClientFor),
+// which carries its transport and credentials.
+func newWriter(cfg *rest.Config, httpClient *http.Client, resource string, namespaced bool) (*writer, error) {
 	c := rest.CopyConfig(cfg)
 	c.APIPath, c.GroupVersion = "/apis", &GroupVersion
 	base, versioned, err := rest.DefaultServerUrlFor(c)
@@ -74,9 +82,11 @@ func newWriter(cfg *rest.Config, httpClient *http.Client) (*writer, error) {
 		http:      httpClient,
 		limiter:   cfg.RateLimiter,
 		warn:      cfg.WarningHandlerWithContext,
-		userAgent: cfg.UserAgent,
-		prefix:    u.String() + "/namespaces/",
-		host:      u.Host,
+		userAgent:  cfg.UserAgent,
+		resource:   resource,
+		namespaced: namespaced,
+		prefix:     u.String() + "/",
+		host:       u.Host,
 	}
 	if w.warn == nil && cfg.WarningHandler != nil {
 		w.warn = warningHandlerWithoutContext{cfg.WarningHandler}
@@ -85,7 +95,10 @@ func newWriter(cfg *rest.Config, httpClient *http.Client) (*writer, error) {
 		w.warn = rest.WarningLogger{}
 	}
 	w.template = u
-	w.template.Path = u.Path + "/namespaces/{namespace}/" + Resource + "/{name}"
+	w.template.Path = u.Path + "/" + resource + "/{name}"
+	if namespaced {
+		w.template.Path = u.Path + "/namespaces/{namespace}/" + resource + "/{name}"
+	}
 	if w.limiter == nil && cfg.QPS >= 0 {
 		// As client-go limits a client configured without a limiter.
 		qps, burst := cfg.QPS, cfg.Burst
@@ -113,9 +126,10 @@ type writeOptions struct {
 	fieldValidation string
 }
 
-// do sends one write: method to the PodToIp name in namespace ("" name:
-// the collection), with body (JSON), and returns the response body, which
-// is the caller's until it calls release. name is "" for a create.
+// do sends one write: method to the object name in namespace ("" for a
+// cluster-scoped resource; "" name: the collection), with body (JSON, or a
+// JSON patch for PATCH), and returns the response body, which is the
+// caller's until it calls release. name is "" for a create.
 func (w *writer) do(ctx context.Context, method, namespace, name string, opts writeOptions, body []byte) (*responseBody, error) {
 	u, err := w.url(namespace, name, opts)
 	if err != nil {
@@ -150,22 +164,29 @@ func (w *writer) do(ctx context.Context, method, namespace, name string, opts wr
 // url is the write's URL; namespace and name are checked as client-go
 // checks path segments.
 func (w *writer) url(namespace, name string, opts writeOptions) (string, error) {
-	if namespace == "" {
-		return "", fmt.Errorf("writing a %s: the namespace is empty", Resource)
+	switch {
+	case w.namespaced && namespace == "":
+		return "", fmt.Errorf("writing a %s: the namespace is empty", w.resource)
+	case !w.namespaced && namespace != "":
+		return "", fmt.Errorf("writing a %s: it is cluster-scoped, but namespace %q was given", w.resource, namespace)
 	}
 	for _, seg := range []string{namespace, name} {
 		if seg == "" {
 			continue
 		}
 		if msgs := path.IsValidPathSegmentName(seg); len(msgs) != 0 {
-			return "", fmt.Errorf("invalid name %q for a %s: %s", seg, Resource, strings.Join(msgs, ";"))
+			return "", fmt.Errorf("invalid name %q for a %s: %s", seg, w.resource, strings.Join(msgs, ";"))
 		}
 	}
 	var b strings.Builder
 	b.Grow(len(w.prefix) + len(namespace) + len(name) + 64)
 	b.WriteString(w.prefix)
-	b.WriteString(namespace)
-	b.WriteString("/" + Resource)
+	if w.namespaced {
+		b.WriteString("namespaces/")
+		b.WriteString(namespace)
+		b.WriteByte('/')
+	}
+	b.WriteString(w.resource)
 	if name != "" {
 		b.WriteByte('/')
 		b.WriteString(name)
@@ -209,9 +230,13 @@ func (w *writer) send(ctx context.Context, method, u string, body []byte) (*http
 	if err != nil {
 		return nil, err
 	}
+	contentType := runtime.ContentTypeJSON
+	if method == http.MethodPatch {
+		contentType = string(types.JSONPatchType)
+	}
 	req.Header = http.Header{
 		"Accept":       {runtime.ContentTypeJSON},
-		"Content-Type": {runtime.ContentTypeJSON},
+		"Content-Type": {contentType},
 	}
 	if w.userAgent != "" {
 		req.Header["User-Agent"] = []string{w.userAgent}
@@ -253,20 +278,20 @@ func (w *writer) result(ctx context.Context, method, namespace, name string, res
 	body := newResponseBody()
 	if _, err := body.ReadFrom(resp.Body); err != nil {
 		body.release()
-		return nil, fmt.Errorf("reading the response to %s %s of %s/%s: %w", method, Resource, namespace, name, err)
+		return nil, fmt.Errorf("reading the response to %s %s of %s/%s: %w", method, w.resource, namespace, name, err)
 	}
 	metrics.ResponseSize.Observe(ctx, method, w.host, float64(body.Len()))
 	if resp.StatusCode >= http.StatusOK && resp.StatusCode <= http.StatusPartialContent {
 		return body, nil
 	}
 	defer body.release()
-	return nil, responseError(resp, body.Bytes(), method, name)
+	return nil, responseError(resp, body.Bytes(), method, w.resource, name)
 }
 
 // responseError is the error a failed write stands for: the API server's
 // Status when the body is one, else a generic error with the status code,
 // as client-go makes them.
-func responseError(resp *http.Response, body []byte, method, name string) error {
+func responseError(resp *http.Response, body []byte, method, resource, name string) error {
 	var status metav1.Status
 	if json.Unmarshal(body, &status) == nil && (status.Kind == "" || status.Kind == "Status") && status.Status == metav1.StatusFailure {
 		return &apierrors.StatusError{ErrStatus: status}
@@ -280,7 +305,7 @@ func responseError(resp *http.Response, body []byte, method, name string) error 
 		message = strings.TrimSpace(string(body))
 	}
 	s, _ := retryAfterSeconds(resp)
-	return apierrors.NewGenericServerResponse(resp.StatusCode, method, schema.GroupResource{Group: GroupVersion.Group, Resource: Resource}, name, message, s, true)
+	return apierrors.NewGenericServerResponse(resp.StatusCode, method, schema.GroupResource{Group: GroupVersion.Group, Resource: resource}, name, message, s, true)
 }
 
 func isText(resp *http.Response) bool {

@@ -205,7 +205,7 @@ func (f warningFunc) HandleWarningHeader(code int, agent string, text string) { 
 // TestWriteURL: the namespace and name are checked as path segments, and
 // a server URL with a path keeps it.
 func TestWriteURL(t *testing.T) {
-	w, err := newWriter(&rest.Config{Host: "https://example.test:6443/prefix/"}, http.DefaultClient)
+	w, err := newWriter(&rest.Config{Host: "https://example.test:6443/prefix/"}, http.DefaultClient, Resource, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,5 +221,16 @@ func TestWriteURL(t *testing.T) {
 		if _, err := w.url(bad[0], bad[1], writeOptions{}); err == nil {
 			t.Errorf("url(%q, %q) accepted", bad[0], bad[1])
 		}
+	}
+
+	cluster, err := newWriter(&rest.Config{Host: "https://example.test:6443"}, http.DefaultClient, "iphistories", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cluster.url("", "fd00--5", writeOptions{}); err != nil || got != "https://example.test:6443/apis/example.com/v1/iphistories/fd00--5" {
+		t.Errorf("cluster-scoped url = %s, %v", got, err)
+	}
+	if _, err := cluster.url("ns", "10.0.0.1", writeOptions{}); err == nil {
+		t.Error("a cluster-scoped url accepted a namespace")
 	}
 }

@@ -97,7 +97,8 @@ func TestDeployManifests(t *testing.T) {
 			{[]string{"get", "list", "watch"}, "pods", "", nil},
 			// No patch: it updates whole objects.
 			{[]string{"get", "list", "watch", "create", "update", "delete"}, "podtoips.example.com", "", nil},
-			{[]string{"get", "list", "watch", "create", "update", "delete"}, "iphistories.example.com", "", nil},
+			// No watch: only the controller writes them; patch for one hold at a time.
+			{[]string{"get", "list", "create", "update", "patch", "delete"}, "iphistories.example.com", "", nil},
 			{[]string{"create", "patch"}, "events", "", nil},
 			// The address conflict checks read Node addresses and the
 			// IPAddresses of Service ClusterIPs, through informers: no get,

@@ -1,0 +1,202 @@
+package history
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"example.com/podtoip-controller/internal/slim"
+)
+
+// Record is what a writer keeps of an IPHistory it wrote: its identity and,
+// of each hold, what the next write needs to compute (the pod, the start
+// and end, and the names of a pod that holds the address now, for the
+// Holder column). The names, node and uncertainties of a closed hold are
+// in the object only: no write changes them again, and a writer keeps one
+// Record per address for as long as the retention lasts, where the whole
+// object would cost it several times as much.
+type Record struct {
+	UID             slim.UID
+	ResourceVersion string
+	Holds           []RecordedHold
+	Dropped         int32
+	// RecordedFrom is in Unix seconds; 0 when unset.
+	RecordedFrom int64
+}
+
+// RecordedHold is a hold as a Record keeps it. From and To are in Unix
+// seconds (To 0: the hold lasts); Namespace and Name, the pod's, are kept
+// only while it lasts.
+type RecordedHold struct {
+	UID             slim.UID
+	From, To        int64
+	Namespace, Name string
+}
+
+// RecordOf returns what a writer keeps of h.
+func RecordOf(h *IPHistory) Record {
+	r := Record{
+		UID:             slim.ToUID(h.UID),
+		ResourceVersion: h.ResourceVersion,
+		Dropped:         h.Dropped,
+		Holds:           make([]RecordedHold, len(h.Holders)),
+	}
+	if h.RecordedFrom != nil {
+		r.RecordedFrom = h.RecordedFrom.Unix()
+	}
+	for i, hold := range h.Holders {
+		k := RecordedHold{UID: slim.ToUID(hold.PodUID), From: hold.From.Unix()}
+		if hold.To != nil {
+			k.To = hold.To.Unix()
+		} else {
+			k.Namespace, k.Name = slim.Intern(hold.Namespace), hold.Pod
+		}
+		r.Holds[i] = k
+	}
+	return r
+}
+
+// Skeleton returns the IPHistory named name that r was recorded from, with
+// what r keeps: every hold's pod UID, start and end, and the names of the
+// pods that hold the address now; the summary fields are recomputed. The
+// functions that change a history (Open, Close, Prune, Bound) read no more
+// than that, so they may be applied to a skeleton and Patch then gives the
+// write that makes the same change to the object.
+func (r Record) Skeleton(name string) (*IPHistory, error) {
+	address, err := AddressOf(name)
+	if err != nil {
+		return nil, err
+	}
+	h, err := New(address)
+	if err != nil {
+		return nil, err
+	}
+	h.UID, h.ResourceVersion, h.Dropped = r.UID.UID(), r.ResourceVersion, r.Dropped
+	if r.RecordedFrom != 0 {
+		t := unix(r.RecordedFrom)
+		h.RecordedFrom = &t
+	}
+	h.Holders = make([]Hold, len(r.Holds))
+	for i, k := range r.Holds {
+		h.Holders[i] = Hold{Namespace: k.Namespace, Pod: k.Name, PodUID: k.UID.UID(), From: unix(k.From)}
+		if k.To != 0 {
+			t := unix(k.To)
+			h.Holders[i].To = &t
+		}
+	}
+	Refresh(h)
+	return h, nil
+}
+
+func unix(s int64) metav1.Time { return metav1.NewTime(time.Unix(s, 0).UTC()) }
+
+// patchOp is one operation of a JSON patch (RFC 6902).
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// Patch returns the JSON patch that turns before (a Skeleton) into after,
+// the same history changed by Open, Close, Prune and Bound. It reports
+// false when it cannot tell the holds of the two apart, which takes a pod
+// that let go of the address and took it again within one second (the
+// caller then writes the whole object). The patch sets before's
+// resourceVersion, which the API server takes as a precondition: it
+// answers 409 Conflict, changing nothing, if the object was written since.
+//
+// A hold is known by its pod and its start, which those functions never
+// change; they remove holds, insert new ones and end open ones, so the
+// holds of before that remain are in after in the same order, and the
+// patch names each by its index at the time the operation applies.
+func Patch(before, after *IPHistory) ([]byte, bool) {
+	was, ok := keys(before)
+	now, ok2 := keys(after)
+	if !ok || !ok2 {
+		return nil, false
+	}
+	ops := []patchOp{{Op: "replace", Path: "/metadata/resourceVersion", Value: before.ResourceVersion}}
+	var kept []Hold // before's holds that remain, in order
+	for i := len(before.Holders) - 1; i >= 0; i-- {
+		if !now[keyOf(before.Holders[i])] {
+			ops = append(ops, patchOp{Op: "remove", Path: holderPath(i)})
+		}
+	}
+	for _, hold := range before.Holders {
+		if now[keyOf(hold)] {
+			kept = append(kept, hold)
+		}
+	}
+	if len(before.Holders) == 0 && len(after.Holders) > 0 {
+		ops = append(ops, patchOp{Op: "add", Path: "/holders", Value: []Hold{}})
+	}
+	k := 0
+	for j, hold := range after.Holders {
+		if !was[keyOf(hold)] {
+			ops = append(ops, patchOp{Op: "add", Path: holderPath(j), Value: hold})
+			continue
+		}
+		if k >= len(kept) || keyOf(kept[k]) != keyOf(hold) {
+			return nil, false
+		}
+		at := holderPath(j)
+		ops = timeOp(ops, at+"/to", kept[k].To, hold.To)
+		ops = timeOp(ops, at+"/endedAfter", kept[k].EndedAfter, hold.EndedAfter)
+		ops = timeOp(ops, at+"/startedBefore", kept[k].StartedBefore, hold.StartedBefore)
+		k++
+	}
+	if before.Holder != after.Holder {
+		ops = fieldOp(ops, "/holder", before.Holder != "", after.Holder != "", after.Holder)
+	}
+	ops = timeOp(ops, "/since", before.Since, after.Since)
+	if before.Holds != after.Holds {
+		ops = append(ops, patchOp{Op: "add", Path: "/holds", Value: after.Holds})
+	}
+	if before.Dropped != after.Dropped {
+		ops = fieldOp(ops, "/dropped", before.Dropped != 0, after.Dropped != 0, after.Dropped)
+	}
+	ops = timeOp(ops, "/recordedFrom", before.RecordedFrom, after.RecordedFrom)
+	b, err := json.Marshal(ops)
+	return b, err == nil
+}
+
+// keys returns the keys of h's holds, and false if two holds share one.
+func keys(h *IPHistory) (map[holdKey]bool, bool) {
+	m := make(map[holdKey]bool, len(h.Holders))
+	for _, hold := range h.Holders {
+		m[keyOf(hold)] = true
+	}
+	return m, len(m) == len(h.Holders)
+}
+
+type holdKey struct {
+	uid  string
+	from int64
+}
+
+func keyOf(h Hold) holdKey { return holdKey{string(h.PodUID), h.From.Unix()} }
+
+func holderPath(i int) string { return "/holders/" + strconv.Itoa(i) }
+
+// fieldOp appends the operation that sets an optional field to v (has) or
+// removes it (had, not has).
+func fieldOp(ops []patchOp, path string, had, has bool, v any) []patchOp {
+	switch {
+	case has:
+		return append(ops, patchOp{Op: "add", Path: path, Value: v})
+	case had:
+		return append(ops, patchOp{Op: "remove", Path: path})
+	}
+	return ops
+}
+
+// timeOp appends the operation that changes an optional time from was to
+// is, if they differ.
+func timeOp(ops []patchOp, path string, was, is *metav1.Time) []patchOp {
+	if was.Equal(is) {
+		return ops
+	}
+	return fieldOp(ops, path, was != nil, is != nil, is)
+}
