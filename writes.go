@@ -79,9 +79,9 @@ func newWriter(cfg *rest.Config, httpClient *http.Client, resource string, names
 	u := *base
 	u.Path = strings.TrimSuffix(u.Path, "/") + versioned
 	w := &writer{
-		http:      httpClient,
-		limiter:   cfg.RateLimiter,
-		warn:      cfg.WarningHandlerWithContext,
+		http:       httpClient,
+		limiter:    cfg.RateLimiter,
+		warn:       cfg.WarningHandlerWithContext,
 		userAgent:  cfg.UserAgent,
 		resource:   resource,
 		namespaced: namespaced,
