@@ -165,6 +165,10 @@ func (h *historian) forgetSeen(addr string, used map[slim.UID]seenAt) {
 	if len(h.seen[addr]) == 0 {
 		delete(h.seen, addr)
 	}
+	if len(h.seen) == 0 {
+		// A map keeps its largest size: let the cold start's go.
+		h.seen = map[string]map[slim.UID]seenAt{}
+	}
 }
 
 // record returns what was last written to the IPHistory name.

@@ -166,3 +166,28 @@ func TestHistoryRetention(t *testing.T) {
 		t.Errorf("the open hold is gone: %+v", h.Holders)
 	}
 }
+
+// TestHistoryBuildsOnAnEditInsteadOfOverwritingIt edits an IPHistory
+// behind the controller's back (without the shipped admission policy,
+// which would refuse it): the controller's next write finds the object at
+// another resourceVersion, the API server refuses it (409), and the
+// controller reads the object again and makes its change on what it is;
+// the edit is kept, the hold closed.
+func TestHistoryBuildsOnAnEditInsteadOfOverwritingIt(t *testing.T) {
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns, "-v=2")
+	framework.WaitReady(t, p)
+	suite.RunningPod(t, ns, "edited", []string{"10.244.183.50"})
+	suite.WaitHistory(t, "10.244.183.50", "edited's hold", func(h *framework.History) bool { _, ok := openHold(h, "edited"); return ok })
+	if out, err := cp.Kubectl(t.Context(), "annotate", "iph", "10.244.183.50", "example.com/incident=INC-1"); err != nil {
+		t.Fatalf("annotating the IPHistory: %v: %s", err, out)
+	}
+	suite.DeletePod(t, ns, "edited", true)
+	h := suite.WaitHistory(t, "10.244.183.50", "edited's hold closed", func(h *framework.History) bool { _, ok := closedHold(h, "edited"); return ok })
+	if h.Annotations["example.com/incident"] != "INC-1" || len(h.Holders) != 1 {
+		t.Errorf("IPHistory after the controller's write = %+v; want the annotation kept and the one hold closed", h)
+	}
+	if !strings.Contains(p.Output(), "IPHistory not as recorded; reading it again") {
+		t.Error("the controller's write did not find the object changed: the edit did not test the conflict")
+	}
+}
