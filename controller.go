@@ -377,12 +377,12 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 	}
 	if c.history != nil {
 		// The holds that ended while no leader ran ended after the
-		// previous leader last renewed its lease, if there was one. As
-		// many workers as the mirrors': a history write waits on the API
-		// server as long as a mirror's, and fewer made the history of a
-		// cold start finish long after its mirrors.
+		// previous leader last renewed its lease, if there was one. A
+		// quarter of the mirrors' workers: the mirrors come first, and as
+		// many again in flight cost the API server more CPU than they
+		// saved time (docs/performance.md).
 		previous, _ := leader.PreviousRenewal(ctx)
-		wg.Go(func() { c.history.run(ctx, inflight, workers, previous) })
+		wg.Go(func() { c.history.run(ctx, inflight, max(1, workers/4), previous) })
 	}
 	<-ctx.Done()
 	c.active.Store(false)

@@ -8,7 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"example.com/podtoip-controller/internal/history"
@@ -20,29 +19,22 @@ func init() {
 
 // historyWriter is the set of calls the historian makes on IPHistory
 // objects. *historyClient implements it; unit tests substitute a fake API
-// server. A write returns the written object's UID and resourceVersion:
-// the historian keeps its own Record of what it wrote (see historian).
+// server. A write returns the written object's resourceVersion: the
+// historian keeps its own Record of what it wrote (see historian).
 type historyWriter interface {
-	Create(ctx context.Context, h *history.IPHistory) (written, error)
+	Create(ctx context.Context, h *history.IPHistory) (string, error)
 	// Patch applies a JSON patch (history.Patch) to the object name.
-	Patch(ctx context.Context, name string, patch []byte) (written, error)
+	Patch(ctx context.Context, name string, patch []byte) (string, error)
 	// Update replaces the object; h carries the resourceVersion it
 	// expects.
-	Update(ctx context.Context, h *history.IPHistory) (written, error)
+	Update(ctx context.Context, h *history.IPHistory) (string, error)
 	Delete(ctx context.Context, name string, pre metav1.Preconditions) error
 	Get(ctx context.Context, name string) (*history.IPHistory, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*history.IPHistoryList, error)
 }
 
-// written is what a write's response says of the object written.
-type written struct {
-	UID             types.UID
-	ResourceVersion string
-}
-
 // historyClient writes IPHistory objects through the hand-written writer
-// the mirrors use, reading of each response only the UID and
-// resourceVersion, and reads them (a list when the controller starts to
+// the mirrors use, reading of each response only the resourceVersion, and reads them (a list when the controller starts to
 // lead, a GET after a conflict) through client-go's REST client.
 type historyClient struct {
 	rest  rest.Interface
@@ -83,37 +75,37 @@ func (c *historyClient) Get(ctx context.Context, name string) (*history.IPHistor
 	return out, err
 }
 
-func (c *historyClient) Create(ctx context.Context, h *history.IPHistory) (written, error) {
+func (c *historyClient) Create(ctx context.Context, h *history.IPHistory) (string, error) {
 	return c.send(ctx, http.MethodPost, "", h)
 }
 
-func (c *historyClient) Update(ctx context.Context, h *history.IPHistory) (written, error) {
+func (c *historyClient) Update(ctx context.Context, h *history.IPHistory) (string, error) {
 	return c.send(ctx, http.MethodPut, h.Name, h)
 }
 
-func (c *historyClient) Patch(ctx context.Context, name string, patch []byte) (written, error) {
+func (c *historyClient) Patch(ctx context.Context, name string, patch []byte) (string, error) {
 	return c.do(ctx, http.MethodPatch, name, patch)
 }
 
-func (c *historyClient) send(ctx context.Context, method, name string, h *history.IPHistory) (written, error) {
+func (c *historyClient) send(ctx context.Context, method, name string, h *history.IPHistory) (string, error) {
 	body, err := json.Marshal(h)
 	if err != nil {
-		return written{}, fmt.Errorf("encoding IPHistory %s: %w", h.Name, err)
+		return "", fmt.Errorf("encoding IPHistory %s: %w", h.Name, err)
 	}
 	return c.do(ctx, method, name, body)
 }
 
-func (c *historyClient) do(ctx context.Context, method, name string, body []byte) (written, error) {
+func (c *historyClient) do(ctx context.Context, method, name string, body []byte) (string, error) {
 	res, err := c.write.do(ctx, method, "", name, writeOptions{fieldManager: fieldManager}, body)
 	if err != nil {
-		return written{}, err
+		return "", err
 	}
 	defer res.release()
 	m, err := writtenMeta(res.Bytes())
 	if err != nil {
-		return written{}, err
+		return "", err
 	}
-	return written{UID: m.UID, ResourceVersion: m.ResourceVersion}, nil
+	return m.ResourceVersion, nil
 }
 
 func (c *historyClient) Delete(ctx context.Context, name string, pre metav1.Preconditions) error {

@@ -45,7 +45,7 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	case !known && len(want.Holders) == 0:
 	case !known:
 		want.Labels = managedLabels
-		err = h.write(ctx, name, "create", want, func() (written, error) { return h.client.Create(ctx, want) })
+		err = h.write(ctx, name, "create", want, func() (string, error) { return h.client.Create(ctx, want) })
 	case len(want.Holders) == 0:
 		err = h.remove(ctx, name, r)
 	case changed:
@@ -57,6 +57,10 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	if err == nil && unseen {
 		h.mu.Lock()
 		delete(h.unseen, addr)
+		if len(h.unseen) == 0 {
+			// A map keeps its largest size: let a cold start's go.
+			h.unseen = map[string]time.Time{}
+		}
 		h.mu.Unlock()
 	}
 	return err
@@ -67,14 +71,14 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 // the object, makes the same change to it (change) and replaces it.
 func (h *historian) update(ctx context.Context, name string, have, want *history.IPHistory, change func(*history.IPHistory)) error {
 	if patch, ok := history.Patch(have, want); ok {
-		return h.write(ctx, name, "update", want, func() (written, error) { return h.client.Patch(ctx, name, patch) })
+		return h.write(ctx, name, "update", want, func() (string, error) { return h.client.Patch(ctx, name, patch) })
 	}
 	whole, err := h.client.Get(ctx, name)
 	if err != nil {
 		return h.writeFailed(ctx, name, "get", err)
 	}
 	change(whole)
-	return h.write(ctx, name, "update", whole, func() (written, error) { return h.client.Update(ctx, whole) })
+	return h.write(ctx, name, "update", whole, func() (string, error) { return h.client.Update(ctx, whole) })
 }
 
 // converge changes o to what the pod cache says at now, and reports whether
@@ -162,13 +166,13 @@ func (h *historian) holdersOf(addr string, now time.Time, startedBefore *time.Ti
 
 // write sends a create or update that makes the IPHistory name what want
 // is, and records it.
-func (h *historian) write(ctx context.Context, name, op string, want *history.IPHistory, send func() (written, error)) error {
-	w, err := send()
+func (h *historian) write(ctx context.Context, name, op string, want *history.IPHistory, send func() (string, error)) error {
+	rv, err := send()
 	if err != nil {
 		return h.writeFailed(ctx, name, op, err)
 	}
 	r := history.RecordOf(want)
-	r.UID, r.ResourceVersion = slim.ToUID(w.UID), w.ResourceVersion
+	r.ResourceVersion = rv
 	h.setRecord(name, r, true)
 	historyWritesTotal.WithLabelValues(op).Inc()
 	klog.FromContext(ctx).V(4).Info("Wrote IPHistory", "operation", op, "iphistory", name)
@@ -200,10 +204,10 @@ func (h *historian) writeFailed(ctx context.Context, name, op string, err error)
 }
 
 // remove deletes an IPHistory with no hold left, if it is still the one
-// recorded (UID and resourceVersion preconditions).
+// recorded (a resourceVersion precondition).
 func (h *historian) remove(ctx context.Context, name string, r history.Record) error {
-	uid, rv := r.UID.UID(), r.ResourceVersion
-	err := h.client.Delete(ctx, name, metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
+	rv := r.ResourceVersion
+	err := h.client.Delete(ctx, name, metav1.Preconditions{ResourceVersion: &rv})
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		h.setRecord(name, history.Record{}, false)

@@ -31,7 +31,7 @@ type fakeHistories struct {
 	rv      int
 }
 
-func (f *fakeHistories) stored(op string, h *history.IPHistory) (written, error) {
+func (f *fakeHistories) stored(op string, h *history.IPHistory) (string, error) {
 	f.calls = append(f.calls, op+" "+h.Name)
 	f.rv++
 	out := h.DeepCopy()
@@ -40,42 +40,42 @@ func (f *fakeHistories) stored(op string, h *history.IPHistory) (written, error)
 	}
 	out.ResourceVersion = fmt.Sprint(f.rv)
 	f.objects[h.Name] = out
-	return written{UID: out.UID, ResourceVersion: out.ResourceVersion}, nil
+	return out.ResourceVersion, nil
 }
 
-func (f *fakeHistories) Create(_ context.Context, h *history.IPHistory) (written, error) {
+func (f *fakeHistories) Create(_ context.Context, h *history.IPHistory) (string, error) {
 	if f.objects[h.Name] != nil {
-		return written{}, apierrors.NewAlreadyExists(history.GroupVersionResource.GroupResource(), h.Name)
+		return "", apierrors.NewAlreadyExists(history.GroupVersionResource.GroupResource(), h.Name)
 	}
 	return f.stored("create", h)
 }
 
-func (f *fakeHistories) Update(_ context.Context, h *history.IPHistory) (written, error) {
+func (f *fakeHistories) Update(_ context.Context, h *history.IPHistory) (string, error) {
 	if err := f.check(h.Name, h.ResourceVersion); err != nil {
-		return written{}, err
+		return "", err
 	}
 	return f.stored("replace", h)
 }
 
-func (f *fakeHistories) Patch(_ context.Context, name string, patch []byte) (written, error) {
+func (f *fakeHistories) Patch(_ context.Context, name string, patch []byte) (string, error) {
 	have := f.objects[name]
 	if have == nil {
-		return written{}, apierrors.NewNotFound(history.GroupVersionResource.GroupResource(), name)
+		return "", apierrors.NewNotFound(history.GroupVersionResource.GroupResource(), name)
 	}
 	p, err := jsonpatch.DecodePatch(patch)
 	if err != nil {
-		return written{}, err
+		return "", err
 	}
 	doc, _ := json.Marshal(have)
 	if doc, err = p.Apply(doc); err != nil {
-		return written{}, err
+		return "", err
 	}
 	var out history.IPHistory
 	if err := json.Unmarshal(doc, &out); err != nil {
-		return written{}, err
+		return "", err
 	}
 	if err := f.check(name, out.ResourceVersion); err != nil {
-		return written{}, err
+		return "", err
 	}
 	return f.stored("update", &out)
 }

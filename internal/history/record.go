@@ -10,15 +10,15 @@ import (
 	"example.com/podtoip-controller/internal/slim"
 )
 
-// Record is what a writer keeps of an IPHistory it wrote: its identity and,
-// of each hold, what the next write needs to compute (the pod, the start
+// Record is what a writer keeps of an IPHistory it wrote: its
+// resourceVersion (which names one version of one object: a recreated
+// object has another) and, of each hold, what the next write needs to compute (the pod, the start
 // and end, and the names of a pod that holds the address now, for the
 // Holder column). The names, node and uncertainties of a closed hold are
 // in the object only: no write changes them again, and a writer keeps one
 // Record per address for as long as the retention lasts, where the whole
 // object would cost it several times as much.
 type Record struct {
-	UID             slim.UID
 	ResourceVersion string
 	Holds           []RecordedHold
 	Dropped         int32
@@ -38,7 +38,6 @@ type RecordedHold struct {
 // RecordOf returns what a writer keeps of h.
 func RecordOf(h *IPHistory) Record {
 	r := Record{
-		UID:             slim.ToUID(h.UID),
 		ResourceVersion: h.ResourceVersion,
 		Dropped:         h.Dropped,
 		Holds:           make([]RecordedHold, len(h.Holders)),
@@ -73,7 +72,7 @@ func (r Record) Skeleton(name string) (*IPHistory, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.UID, h.ResourceVersion, h.Dropped = r.UID.UID(), r.ResourceVersion, r.Dropped
+	h.ResourceVersion, h.Dropped = r.ResourceVersion, r.Dropped
 	if r.RecordedFrom != 0 {
 		t := unix(r.RecordedFrom)
 		h.RecordedFrom = &t

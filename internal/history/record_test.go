@@ -31,7 +31,7 @@ func TestRecordKeepsWhatTheNextWriteNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.UID != h.UID || s.ResourceVersion != "42" || s.Dropped != 3 || !s.RecordedFrom.Equal(h.RecordedFrom) ||
+	if s.ResourceVersion != "42" || s.Dropped != 3 || !s.RecordedFrom.Equal(h.RecordedFrom) ||
 		s.Holder != h.Holder || !s.Since.Equal(h.Since) || s.Holds != 2 || s.Address != h.Address {
 		t.Errorf("skeleton %+v, want the identity and summaries of %+v", s, h)
 	}
