@@ -64,10 +64,10 @@ type historian struct {
 	// records maps an IPHistory's name to what was last written to it,
 	// while leading.
 	records map[string]history.Record
-	// unseen maps the addresses whose holds started or ended while no
-	// leader ran, found at activation, to the earliest time such an end
-	// can have happened: their next reconcile records the uncertainty.
-	unseen map[string]time.Time
+	// previous is the earliest time a change the pod handlers did not see
+	// can have happened: when the previous leader last renewed its lease
+	// (zero if unknown). Set before the workers start.
+	previous time.Time
 	// seen maps each queued address to when the pod handlers saw pods
 	// start or stop holding it: the history can trail the mirrors by
 	// seconds under load, and a hold records when its change was seen,
@@ -99,7 +99,6 @@ func newHistorian(client historyWriter, pods cache.Indexer, holders *conflicts.H
 		namespace: namespace,
 		now:       time.Now,
 		records:   map[string]history.Record{},
-		unseen:    map[string]time.Time{},
 		seen:      map[string]map[slim.UID]seenAt{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBaseDelay, retryMaxDelay),
@@ -262,15 +261,16 @@ const loadRetry = 5 * time.Second
 // activate turns on queueing and queues what changed while no leader ran:
 // open holds whose pod no longer holds the address, and holders without an
 // open hold (the history was off, or the pod got the address meanwhile).
-// Their reconcile records that the change was not seen as it happened.
-// Addresses in sync queue nothing, so a restart writes nothing.
+// Their reconcile records that the change was not seen as it happened (the
+// pod handlers saw nothing of it). Addresses in sync queue nothing, so a
+// restart writes nothing.
 func (h *historian) activate(previous time.Time) {
+	h.previous = previous
 	h.active.Store(true)
 	open := map[string][]slim.UID{} // the open holds, by address
 	h.mu.Lock()
-	records := maps.Clone(h.records)
-	h.mu.Unlock()
-	for name, r := range records {
+	defer h.mu.Unlock()
+	for name, r := range h.records {
 		address, err := history.AddressOf(name)
 		if err != nil {
 			continue // not named by an address: not the historian's
@@ -281,7 +281,7 @@ func (h *historian) activate(previous time.Time) {
 			}
 			open[address] = append(open[address], hold.UID)
 			if h.inScope(hold.Namespace) && !h.holds(address, hold.UID.UID()) {
-				h.markUnseen(address, previous)
+				h.queue.Add(address)
 			}
 		}
 		if h.expired(r) {
@@ -292,17 +292,10 @@ func (h *historian) activate(previous time.Time) {
 		pod := obj.(*podInfo)
 		for _, a := range heldAddresses(pod) {
 			if !slices.Contains(open[a], pod.UID) {
-				h.markUnseen(a, previous)
+				h.queue.Add(a)
 			}
 		}
 	}
-}
-
-func (h *historian) markUnseen(addr string, previous time.Time) {
-	h.mu.Lock()
-	h.unseen[addr] = previous
-	h.mu.Unlock()
-	h.queue.Add(addr)
 }
 
 // inScope reports whether the holds of pods in namespace ns are this

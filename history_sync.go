@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,10 +25,6 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 		return nil // not an address: nothing queues one, nothing to do
 	}
 	now, seen := h.now(), h.seenOf(addr)
-	h.mu.Lock()
-	previous, unseen := h.unseen[addr]
-	h.mu.Unlock()
-
 	r, known := h.record(name)
 	var have, want *history.IPHistory
 	if known {
@@ -40,7 +35,7 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	} else if want, err = history.New(addr); err != nil {
 		return nil
 	}
-	changed := h.converge(want, now, seen, unseen, previous)
+	changed := h.converge(want, now, seen)
 	switch {
 	case !known && len(want.Holders) == 0:
 	case !known:
@@ -49,19 +44,10 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	case len(want.Holders) == 0:
 		err = h.remove(ctx, name, r)
 	case changed:
-		err = h.update(ctx, name, have, want, func(o *history.IPHistory) { h.converge(o, now, seen, unseen, previous) })
+		err = h.update(ctx, name, have, want, func(o *history.IPHistory) { h.converge(o, now, seen) })
 	}
 	if err == nil {
 		h.forgetSeen(addr, seen)
-	}
-	if err == nil && unseen {
-		h.mu.Lock()
-		delete(h.unseen, addr)
-		if len(h.unseen) == 0 {
-			// A map keeps its largest size: let a cold start's go.
-			h.unseen = map[string]time.Time{}
-		}
-		h.mu.Unlock()
 	}
 	return err
 }
@@ -83,21 +69,13 @@ func (h *historian) update(ctx context.Context, name string, have, want *history
 
 // converge changes o to what the pod cache says at now, and reports whether
 // anything changed. A hold starts or ends when the pod handlers saw it do
-// so (seen), or now. With unseen, what changed happened while no leader
-// ran: a hold that ended did so after previous (or its start, if later),
-// one that started did so after its pod was created.
-func (h *historian) converge(o *history.IPHistory, now time.Time, seen map[slim.UID]seenAt, unseen bool, previous time.Time) bool {
-	var holders []history.Hold
-	if unseen {
-		holders = h.holdersOf(o.Address, now, &now)
-	} else {
-		holders = h.holdersOf(o.Address, now, nil)
-		for i := range holders {
-			if t := seen[slim.ToUID(holders[i].PodUID)].start; !t.IsZero() {
-				holders[i].From = metav1.NewTime(t)
-			}
-		}
-	}
+// so (seen). A change they did not see happened while no leader ran (or
+// before the history was on): a hold that started then did so after its
+// pod was created and before now; one that ended did so after the
+// previous leader last renewed its lease (or the hold's start, if later)
+// and before now.
+func (h *historian) converge(o *history.IPHistory, now time.Time, seen map[slim.UID]seenAt) bool {
+	holders := h.holdersOf(o.Address, now, seen)
 	changed := false
 	for _, hold := range holders {
 		changed = history.Open(o, hold) || changed
@@ -106,16 +84,13 @@ func (h *historian) converge(o *history.IPHistory, now time.Time, seen map[slim.
 		if !h.inScope(hold.Namespace) || slices.ContainsFunc(holders, func(x history.Hold) bool { return x.PodUID == hold.PodUID }) {
 			continue
 		}
-		var endedAfter *time.Time
-		if unseen {
-			endedAfter = &previous
+		if end := seen[slim.ToUID(hold.PodUID)].end; !end.IsZero() {
+			changed = history.Close(o, hold.PodUID, end, nil) || changed
+		} else {
+			changed = history.Close(o, hold.PodUID, now, &h.previous) || changed
 		}
-		at := cmp.Or(seen[slim.ToUID(hold.PodUID)].end, now)
-		changed = history.Close(o, hold.PodUID, at, endedAfter) || changed
 	}
-	if !unseen {
-		changed = h.addBrief(o, seen) || changed
-	}
+	changed = h.addBrief(o, seen) || changed
 	pruned, _ := history.Prune(o, now.Add(-h.retention))
 	return changed || pruned
 }
@@ -140,10 +115,10 @@ func (h *historian) addBrief(o *history.IPHistory, seen map[slim.UID]seenAt) boo
 	return changed
 }
 
-// holdersOf returns the holds the cached pods have on addr now, each from
-// now; with startedBefore set, from the pod's creation with the start not
-// observed (found at startedBefore).
-func (h *historian) holdersOf(addr string, now time.Time, startedBefore *time.Time) []history.Hold {
+// holdersOf returns the holds the cached pods have on addr now: each from
+// when the pod handlers saw it start (seen), or, for a start they did not
+// see, from the pod's creation, started before now.
+func (h *historian) holdersOf(addr string, now time.Time, seen map[slim.UID]seenAt) []history.Hold {
 	var out []history.Hold
 	for _, key := range h.holders.Holders(addr) {
 		obj, ok, _ := h.pods.GetByKey(key.String())
@@ -154,9 +129,11 @@ func (h *historian) holdersOf(addr string, now time.Time, startedBefore *time.Ti
 		if !slices.Contains(heldAddresses(pod), addr) {
 			continue
 		}
-		hold := history.Hold{Namespace: pod.Namespace, Pod: pod.Name, PodUID: pod.UID.UID(), Node: pod.NodeName, From: metav1.NewTime(now)}
-		if startedBefore != nil {
-			before := metav1.NewTime(*startedBefore)
+		hold := history.Hold{Namespace: pod.Namespace, Pod: pod.Name, PodUID: pod.UID.UID(), Node: pod.NodeName}
+		if t := seen[pod.UID].start; !t.IsZero() {
+			hold.From = metav1.NewTime(t)
+		} else {
+			before := metav1.NewTime(now)
 			hold.From, hold.StartedBefore = metav1.NewTime(time.Unix(pod.Created, 0)), &before
 		}
 		out = append(out, hold)
