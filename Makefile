@@ -153,10 +153,22 @@ BENCH_FLAGS ?=
 
 # The benchmark is built, then run, rather than `go run`: go run would turn
 # its exit code into 1 and print "exit status N" after its verdict.
+# To compare with the plain controller-runtime baseline (bench-crmirror),
+# run the controller without its history too:
+#   make bench BENCH_FLAGS=-controller-args=--history-retention=0
 .PHONY: bench
 bench: build controlplane ## Benchmark the controller with its default flags on a throwaway control plane (N=10000 pods); writes _output/bench/bench-N.json and ends with the targets missed.
 	cd e2e && $(GO) build -o $(CURDIR)/bin/bench ./cmd/bench
 	cd e2e && $(CURDIR)/bin/bench -n $(N) -controller $(CURDIR)/$(BIN) $(BENCH_FLAGS)
+
+.PHONY: crmirror
+crmirror: ## Build bin/crmirror, a plain controller-runtime PodToIp mirror without conflicts or history (e2e/cmd/crmirror), the baseline of bench-crmirror.
+	cd e2e && $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/bin/crmirror ./cmd/crmirror
+
+.PHONY: bench-crmirror
+bench-crmirror: crmirror controlplane ## Benchmark bin/crmirror as bench does the controller (no history; N pods); writes _output/bench/crmirror-N.json.
+	cd e2e && $(GO) build -o $(CURDIR)/bin/bench ./cmd/bench
+	cd e2e && $(CURDIR)/bin/bench -n $(N) -controller $(CURDIR)/bin/crmirror -history=false -out $(CURDIR)/_output/bench/crmirror-$(N).json $(BENCH_FLAGS)
 
 .PHONY: bench-plots
 bench-plots: ## Draw docs/img/*.png from the results recorded in docs/bench/.
