@@ -300,10 +300,13 @@ func (r *Result) evaluate() {
 		add("IPHistory writes per address at cold start", fmt.Sprintf("%.3f (POST 201: %.0f of %d)", h.ColdRequests.Writes()/a, h.ColdRequests["POST 201"], h.Addresses),
 			"1", h.ColdRequests.Writes() == a && h.ColdRequests["POST 201"] == a)
 		c := float64(r.Churn.Changes)
-		add("IPHistory writes per IP change (the old hold closed, the new one opened)", fmt.Sprintf("%.3f (PUT 200: %.0f, POST 201: %.0f)", h.ChurnRequests.Writes()/c, h.ChurnRequests["PUT 200"], h.ChurnRequests["POST 201"]),
-			"2", h.ChurnRequests["PUT 200"] == c && h.ChurnRequests["POST 201"] == c && h.ChurnRequests.Writes() == 2*c)
-		add("IPHistory writes per address at deletion (its hold closed)", fmt.Sprintf("%.3f (PUT 200: %.0f)", h.DeleteRequests.Writes()/a, h.DeleteRequests["PUT 200"]),
-			"1", h.DeleteRequests.Writes() == a && h.DeleteRequests["PUT 200"] == a)
+		// A hold's end is an update: a PATCH of the hold (a PUT of the
+		// whole object by builds before the records).
+		updates := func(r controlplane.Requests) float64 { return r["PATCH 200"] + r["PUT 200"] }
+		add("IPHistory writes per IP change (the old hold closed, the new one opened)", fmt.Sprintf("%.3f (PATCH or PUT 200: %.0f, POST 201: %.0f)", h.ChurnRequests.Writes()/c, updates(h.ChurnRequests), h.ChurnRequests["POST 201"]),
+			"2", updates(h.ChurnRequests) == c && h.ChurnRequests["POST 201"] == c && h.ChurnRequests.Writes() == 2*c)
+		add("IPHistory writes per address at deletion (its hold closed)", fmt.Sprintf("%.3f (PATCH or PUT 200: %.0f)", h.DeleteRequests.Writes()/a, updates(h.DeleteRequests)),
+			"1", h.DeleteRequests.Writes() == a && updates(h.DeleteRequests) == a)
 	}
 	add("restart in sync: writes", fmt.Sprintf("%.0f (start to %.0f s after workers)", r.Restart.Writes, r.Restart.WindowSeconds), "0", r.Restart.Writes == 0)
 	add("SIGTERM to exit", fmt.Sprintf("%.3f s (exit %d)", r.Restart.ExitSeconds, r.Restart.ExitCode), "< 1 s, exit 0", r.Restart.ExitSeconds < 1 && r.Restart.ExitCode == 0)
