@@ -2,9 +2,9 @@
 // podtoip-controller's core job, written as its scaffolding suggests: a
 // manager, one reconciler of Pods that owns PodToIps, full objects in the
 // manager's cache, reads from it and typed Create/Update/Delete calls. It is
-// the baseline that `make bench` can measure the project against (`make
-// crmirror`, then `make bench BIN=bin/crmirror BENCH_FLAGS=-history=false`):
-// same objects written, same API server, so the difference in CPU and memory
+// the baseline that the project's benchmark measures it against (`make
+// bench-crmirror`, beside `make bench
+// BENCH_FLAGS=-controller-args=--history-retention=0`): same objects written, same API server, so the difference in CPU and memory
 // of the controller, kube-apiserver and etcd is what the project's own
 // machinery costs or saves.
 //
