@@ -347,21 +347,7 @@ func FuzzOperations(f *testing.F) {
 		for len(ops) >= 3 {
 			op, pod, when := ops[0]%4, types.UID(fmt.Sprint(ops[1]%80)), ops[2]
 			ops = ops[3:]
-			switch op {
-			case 0:
-				Open(h, Hold{Namespace: "ns", Pod: string(pod), PodUID: pod, From: metav1.NewTime(minute(when))})
-			case 1:
-				after := minute(when / 2)
-				if when%3 == 0 {
-					Close(h, pod, minute(when), nil)
-				} else {
-					Close(h, pod, minute(when), &after)
-				}
-			case 2:
-				Prune(h, minute(when))
-			case 3:
-				Bound(h)
-			}
+			apply(h, op, pod, when, minute)
 			if len(h.Holders) > MaxHolds {
 				t.Fatalf("%d holds", len(h.Holders))
 			}

@@ -114,7 +114,9 @@ func FuzzPatch(f *testing.F) {
 	})
 }
 
-// apply makes one fuzzed change to o.
+// apply makes one fuzzed change to o (FuzzOperations, FuzzPatch): an Open,
+// some with StartedBefore; a Close, seen or with EndedAfter; a Prune; a
+// Bound.
 func apply(o *IPHistory, op byte, pod types.UID, when byte, minute func(byte) time.Time) {
 	switch op {
 	case 0:
