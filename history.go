@@ -280,7 +280,7 @@ func (h *historian) activate(previous time.Time) {
 				continue
 			}
 			open[address] = append(open[address], hold.UID)
-			if h.inScope(hold.Namespace) && !h.holds(address, hold.UID.UID()) {
+			if h.inScope(hold.Namespace) && !h.holds(address, hold.UID) {
 				h.queue.Add(address)
 			}
 		}
@@ -305,8 +305,20 @@ func (h *historian) inScope(ns string) bool {
 }
 
 // holds reports whether the cached pod of that UID holds addr now.
-func (h *historian) holds(addr string, uid types.UID) bool {
-	return slices.ContainsFunc(h.holdersOf(addr, time.Time{}, nil), func(x history.Hold) bool { return x.PodUID == uid })
+func (h *historian) holds(addr string, uid slim.UID) bool {
+	return slices.ContainsFunc(h.holding(addr), func(p *podInfo) bool { return p.UID == uid })
+}
+
+// holding returns the cached pods that hold addr now.
+func (h *historian) holding(addr string) []*podInfo {
+	var out []*podInfo
+	for _, key := range h.holders.Holders(addr) {
+		obj, ok, _ := h.pods.GetByKey(key.String())
+		if ok && slices.Contains(heldAddresses(obj.(*podInfo)), addr) {
+			out = append(out, obj.(*podInfo))
+		}
+	}
+	return out
 }
 
 // expired reports whether r has a closed hold past the retention window.

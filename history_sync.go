@@ -120,15 +120,7 @@ func (h *historian) addBrief(o *history.IPHistory, seen map[slim.UID]seenAt) boo
 // see, from the pod's creation, started before now.
 func (h *historian) holdersOf(addr string, now time.Time, seen map[slim.UID]seenAt) []history.Hold {
 	var out []history.Hold
-	for _, key := range h.holders.Holders(addr) {
-		obj, ok, _ := h.pods.GetByKey(key.String())
-		if !ok {
-			continue
-		}
-		pod := obj.(*podInfo)
-		if !slices.Contains(heldAddresses(pod), addr) {
-			continue
-		}
+	for _, pod := range h.holding(addr) {
 		hold := history.Hold{Namespace: pod.Namespace, Pod: pod.Name, PodUID: pod.UID.UID(), Node: pod.NodeName}
 		if t := seen[pod.UID].start; !t.IsZero() {
 			hold.From = metav1.NewTime(t)
