@@ -68,7 +68,12 @@ var groupVersion = schema.GroupVersion{Group: "example.com", Version: "v1"}
 type PodToIp struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	fields            `json:",inline"`
+}
 
+// fields are the part of a PodToIp this controller owns besides its
+// metadata.
+type fields struct {
 	PodName     string    `json:"podName"`
 	PodUID      types.UID `json:"podUID"`
 	PodAddress  string    `json:"podAddress"`
@@ -89,29 +94,6 @@ type PodToIpList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 
 	Items []PodToIp `json:"items"`
-}
-
-// fields are the part of a PodToIp this controller owns besides its
-// metadata.
-type fields struct {
-	PodName     string
-	PodUID      types.UID
-	PodAddress  string
-	PodIPs      []string
-	PodIPv4     string
-	PodIPv6     string
-	NodeName    string
-	HostNetwork bool
-	Conflict    bool
-}
-
-func (m *PodToIp) fields() fields {
-	return fields{m.PodName, m.PodUID, m.PodAddress, m.PodIPs, m.PodIPv4, m.PodIPv6, m.NodeName, m.HostNetwork, m.Conflict}
-}
-
-func (m *PodToIp) setFields(f fields) {
-	m.PodName, m.PodUID, m.PodAddress, m.PodIPs = f.PodName, f.PodUID, f.PodAddress, f.PodIPs
-	m.PodIPv4, m.PodIPv6, m.NodeName, m.HostNetwork, m.Conflict = f.PodIPv4, f.PodIPv6, f.NodeName, f.HostNetwork, f.Conflict
 }
 
 func (m *PodToIp) DeepCopyInto(out *PodToIp) {
@@ -173,7 +155,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			Labels:          map[string]string{managedByLabel: managedBy},
 			OwnerReferences: ownerRefs(&pod),
 		}}
-		mirror.setFields(*want)
+		mirror.fields = *want
 		log.V(1).Info("Creating PodToIp")
 		return ctrl.Result{}, r.Create(ctx, &mirror, client.FieldOwner(fieldOwner))
 	} else if err != nil {
@@ -187,14 +169,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, &mirror, client.Preconditions{UID: &mirror.UID}))
 	}
 	owners := ownerRefs(&pod)
-	if equality.Semantic.DeepEqual(mirror.fields(), *want) && equality.Semantic.DeepEqual(mirror.OwnerReferences, owners) {
+	if equality.Semantic.DeepEqual(mirror.fields, *want) && equality.Semantic.DeepEqual(mirror.OwnerReferences, owners) {
 		return ctrl.Result{}, nil
 	}
 	// The cache returned a copy to change: other labels, annotations and
 	// finalizers are kept, and the update is refused (409, retried) if the
 	// cache was behind.
 	mirror.OwnerReferences = owners
-	mirror.setFields(*want)
+	mirror.fields = *want
 	log.V(1).Info("Updating PodToIp")
 	return ctrl.Result{}, r.Update(ctx, &mirror, client.FieldOwner(fieldOwner))
 }
