@@ -28,7 +28,7 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	r, known := h.record(name)
 	var have, want *history.IPHistory
 	if known {
-		if have, err = r.Skeleton(name); err != nil {
+		if have, err = r.Skeleton(addr); err != nil {
 			return nil
 		}
 		want = have.DeepCopy()

@@ -57,17 +57,13 @@ func RecordOf(h *IPHistory) Record {
 	return r
 }
 
-// Skeleton returns the IPHistory named name that r was recorded from, with
-// what r keeps: every hold's pod UID, start and end, and the names of the
+// Skeleton returns the IPHistory of address (any spelling New accepts)
+// that r was recorded from, with what r keeps: every hold's pod UID, start and end, and the names of the
 // pods that hold the address now; the summary fields are recomputed. The
 // functions that change a history (Open, Close, Prune, Bound) read no more
 // than that, so they may be applied to a skeleton and Patch then gives the
 // write that makes the same change to the object.
-func (r Record) Skeleton(name string) (*IPHistory, error) {
-	address, err := AddressOf(name)
-	if err != nil {
-		return nil, err
-	}
+func (r Record) Skeleton(address string) (*IPHistory, error) {
 	h, err := New(address)
 	if err != nil {
 		return nil, err

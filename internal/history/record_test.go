@@ -17,7 +17,7 @@ func TestRecordKeepsWhatTheNextWriteNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err := RecordOf(v6).Skeleton(v6.Name); err != nil || s.Name != "fd00--1-7" || s.Address != "fd00::1:7" {
+	if s, err := RecordOf(v6).Skeleton("FD00:0::1:7"); err != nil || s.Name != "fd00--1-7" || s.Address != "fd00::1:7" {
 		t.Errorf("skeleton of an IPv6 history = %+v, %v", s, err)
 	}
 	h := history(hold("a", "10:00", "10:05", "10:01"), hold("b", "10:05", "", ""))
@@ -27,7 +27,7 @@ func TestRecordKeepsWhatTheNextWriteNeeds(t *testing.T) {
 	if r.Holds[0].Name != "" || r.Holds[1].Name != "b" || r.Holds[1].Namespace != "ns" {
 		t.Errorf("names kept: %+v, want only the open hold's", r.Holds)
 	}
-	s, err := r.Skeleton(h.Name)
+	s, err := r.Skeleton(h.Address)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func FuzzPatch(f *testing.F) {
 			op, pod, when := ops[0]%4, types.UID(fmt.Sprint(ops[1]%80)), ops[2]
 			ops = ops[3:]
 			r := RecordOf(h)
-			before, err := r.Skeleton(h.Name)
+			before, err := r.Skeleton(h.Address)
 			if err != nil {
 				t.Fatal(err)
 			}
