@@ -222,6 +222,10 @@ const historyPageSize = 500
 // lease, if known.
 func (h *historian) run(ctx, inflight context.Context, workers int, previous time.Time) {
 	defer utilruntime.HandleCrashWithContext(ctx)
+	// Leading from here: the pod handlers note what they see while the
+	// records are read, so a pod that gets an address meanwhile has its
+	// start observed, not stated as unknown.
+	h.active.Store(true)
 	err := wait.PollUntilContextCancel(ctx, loadRetry, true, func(ctx context.Context) (bool, error) {
 		err := h.load(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -229,20 +233,18 @@ func (h *historian) run(ctx, inflight context.Context, workers int, previous tim
 		}
 		return err == nil, nil
 	})
-	if err != nil {
-		h.queue.ShutDown()
-		return
-	}
-	h.activate(previous)
 	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for h.processNext(ctx, inflight) {
-			}
-		})
+	if err == nil {
+		h.activate(previous)
+		for range workers {
+			wg.Go(func() {
+				for h.processNext(ctx, inflight) {
+				}
+			})
+		}
+		wg.Go(func() { h.expireEvery(ctx, expiryCheck(h.retention)) })
+		<-ctx.Done()
 	}
-	wg.Go(func() { h.expireEvery(ctx, expiryCheck(h.retention)) })
-	<-ctx.Done()
 	h.active.Store(false)
 	h.queue.ShutDown()
 	wg.Wait()
