@@ -648,6 +648,18 @@ func podsOf(t *testing.T, c *controlplane.Cluster, ns, selector string) []corev1
 	return list.Items
 }
 
+// waitPodsGone waits until only n of a namespace's pods match a selector:
+// the others are deleted, not only terminating.
+func waitPodsGone(t *testing.T, c *controlplane.Cluster, ns, selector string, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return len(podsOf(t, c, ns, selector)) == n, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %d pods match %s a minute later, want %d", ns, len(podsOf(t, c, ns, selector)), selector, n)
+	}
+}
+
 // observedHold is a pod's hold on an address as the test saw it through
 // its own watch of the pods.
 type observedHold struct {
@@ -723,6 +735,9 @@ func TestClusterHistoryMatchesPodLifecycles(t *testing.T) {
 	rollout(t, c, ns, "deployment/web")
 	kc(t, c, "-n", ns, "scale", "deployment/web", "--replicas=3")
 	rollout(t, c, ns, "deployment/web")
+	// The rollout ends while the removed pods still terminate; their
+	// addresses are free for the next pods only once they are gone.
+	waitPodsGone(t, c, ns, "app=web", 3)
 	kc(t, c, "-n", ns, "scale", "deployment/web", "--replicas=8")
 	rollout(t, c, ns, "deployment/web")
 	kcApply(t, c, fmt.Sprintf(`apiVersion: batch/v1
