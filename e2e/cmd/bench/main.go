@@ -91,7 +91,7 @@ func main() {
 	flag.IntVar(&o.services, "services", 300, "ClusterIP Services to add for the conflict phase (at most 65,000).")
 	flag.IntVar(&o.conflictRounds, "conflict-rounds", 4, "Restarts of each kind the conflict phase averages.")
 	flag.StringVar(&o.baseline, "baseline-controller", "", "A build without the conflict checks, to compare with on the same objects in the conflict phase (default: none).")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "Collect the controller's CPU profile of the cold start and its heap profile after convergence into this directory (served by its --profiling-bind-address, off otherwise); default: none.")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "Collect the controller's CPU profile of the cold start and its heap profile after convergence (served by its --profiling-bind-address, off otherwise), and kube-apiserver's CPU profiles of the cold start and the raw loops, into this directory; default: none.")
 	flag.BoolVar(&o.history, "history", true, "The controller keeps the history of each address (its default): the raw loop writes an IPHistory per address too, and the cold start and deletion wait for them. False for a build without the history; implied by --history-retention=0 in -controller-args.")
 	flag.Parse()
 	if historyOff(o.extraArgs) {
@@ -464,6 +464,10 @@ func (b *bench) rawLoop(ctx context.Context, group string) (rawRun, error) {
 	if err != nil {
 		return r, err
 	}
+	stopCPU := func() error { return nil }
+	if b.prof != nil {
+		stopCPU = b.prof.startServerCPU(ctx, b.kube, "raw-"+group)
+	}
 	start := time.Now()
 	err = controlplane.Parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
 		p := b.pods[i]
@@ -491,6 +495,9 @@ func (b *bench) rawLoop(ctx context.Context, group string) (rawRun, error) {
 	}
 	r.CreateClientCPUSeconds = cpu1 - cpu0
 	r.ServerCPU = server1.sub(server0)
+	if err := stopCPU(); err != nil {
+		return r, fmt.Errorf("kube-apiserver's CPU profile: %w", err)
+	}
 	step("Limit (%s): created in %.2fs (%.0f pods/s), the client's CPU %.2fs, the servers' %s; deleting",
 		group, r.CreateSeconds, float64(b.o.n)/r.CreateSeconds, r.CreateClientCPUSeconds, r.ServerCPU)
 	start = time.Now()
@@ -637,9 +644,9 @@ func (b *bench) cold(ctx context.Context) error {
 		return err
 	}
 	controllerProc = p
-	stopCPU := func() error { return nil }
+	stopCPU, stopServerCPU := func() error { return nil }, func() error { return nil }
 	if b.prof != nil {
-		stopCPU = b.prof.startCPU(ctx)
+		stopCPU, stopServerCPU = b.prof.startCPU(ctx), b.prof.startServerCPU(ctx, b.kube, "cold")
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -669,6 +676,9 @@ func (b *bench) cold(ctx context.Context) error {
 	b.res.Cold.ServerCPU = server1.sub(server0)
 	if err := stopCPU(); err != nil {
 		return fmt.Errorf("CPU profile: %w", err)
+	}
+	if err := stopServerCPU(); err != nil {
+		return fmt.Errorf("kube-apiserver's CPU profile: %w", err)
 	}
 	if b.prof != nil {
 		if err := b.prof.heap(ctx); err != nil {

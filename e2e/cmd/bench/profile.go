@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"k8s.io/client-go/kubernetes"
 )
 
 // profiler collects the controller's Go profiles during the cold start, for
 // -profile-dir: a CPU profile of the whole cold start and a heap profile
-// after convergence. The controller serves them only when started with
+// after convergence; and kube-apiserver's CPU profiles of the cold start and
+// of the raw loops, to compare what the same writes cost it. The controller serves them only when started with
 // --profiling-bind-address (off by default), which startBinaryAs adds for
 // the cold start's process alone when -profile-dir is set.
 type profiler struct {
@@ -49,6 +51,21 @@ const cpuChunk = 2 * time.Second
 // startCPU profiles the controller's CPU in chunks until stop is called;
 // stop returns once the last chunk is in and writes the merged profile.
 func (p *profiler) startCPU(ctx context.Context) (stop func() error) {
+	return p.chunked(ctx, fmt.Sprintf("cpu-cold-%d.pb.gz", p.n), p.get)
+}
+
+// startServerCPU is startCPU for kube-apiserver (which serves its profiles
+// to the admin), into name: where the API server's CPU goes shows what the
+// controller asks of it.
+func (p *profiler) startServerCPU(ctx context.Context, kube kubernetes.Interface, name string) (stop func() error) {
+	return p.chunked(ctx, fmt.Sprintf("apiserver-cpu-%s-%d.pb.gz", name, p.n), func(ctx context.Context, path string) ([]byte, error) {
+		return kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/" + path).DoRaw(ctx)
+	})
+}
+
+// chunked takes CPU profiles of cpuChunk each through get until stop is
+// called, and writes them merged into name.
+func (p *profiler) chunked(ctx context.Context, name string, get func(context.Context, string) ([]byte, error)) (stop func() error) {
 	done := make(chan struct{})
 	result := make(chan error, 1)
 	go func() {
@@ -58,7 +75,7 @@ func (p *profiler) startCPU(ctx context.Context) (stop func() error) {
 			select {
 			case <-done:
 				if len(chunks) == 0 {
-					result <- fmt.Errorf("no CPU profile collected: %v", firstErr)
+					result <- fmt.Errorf("no CPU profile collected for %s: %v", name, firstErr)
 					return
 				}
 				merged, err := profile.Merge(chunks)
@@ -66,11 +83,11 @@ func (p *profiler) startCPU(ctx context.Context) (stop func() error) {
 					result <- err
 					return
 				}
-				result <- p.write(fmt.Sprintf("cpu-cold-%d.pb.gz", p.n), merged)
+				result <- p.write(name, merged)
 				return
 			default:
 			}
-			b, err := p.get(ctx, "profile?seconds="+strconv.Itoa(int(cpuChunk/time.Second)))
+			b, err := get(ctx, "profile?seconds="+strconv.Itoa(int(cpuChunk/time.Second)))
 			if err != nil {
 				// The controller may not listen yet; try again shortly.
 				if firstErr == nil {
@@ -81,7 +98,7 @@ func (p *profiler) startCPU(ctx context.Context) (stop func() error) {
 			}
 			prof, err := profile.ParseData(b)
 			if err != nil {
-				result <- fmt.Errorf("parsing a CPU profile: %w", err)
+				result <- fmt.Errorf("parsing a CPU profile for %s: %w", name, err)
 				return
 			}
 			chunks = append(chunks, prof)
