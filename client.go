@@ -61,11 +61,13 @@ type Client struct {
 	fieldManager string
 }
 
-// NewClient builds a Client that shares httpClient (and therefore connections
-// and, through cfg.RateLimiter, client-side rate limits) with the other
-// clients of the process. Writes are attributed to fieldManager unless the
-// caller sets one.
-func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (*Client, error) {
+// NewClient builds a Client that reads through httpClient, shared with the
+// other clients of the process (its connections and, through
+// cfg.RateLimiter, client-side rate limits), and writes through writeHTTP,
+// which may be the same client or one on connections of its own
+// (kubeclient.NewHTTPClient). Writes are attributed to fieldManager unless
+// the caller sets one.
+func NewClient(cfg *rest.Config, httpClient, writeHTTP *http.Client, fieldManager string) (*Client, error) {
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &GroupVersion
 	c.APIPath = "/apis"
@@ -80,7 +82,7 @@ func NewClient(cfg *rest.Config, httpClient *http.Client, fieldManager string) (
 	if err != nil {
 		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)
 	}
-	w, err := newWriter(c, httpClient, Resource, true)
+	w, err := newWriter(c, writeHTTP, Resource, true)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ type historyClient struct {
 	write *writer
 }
 
-func newHistoryClient(cfg *rest.Config, httpClient *http.Client) (*historyClient, error) {
+func newHistoryClient(cfg *rest.Config, httpClient, writeHTTP *http.Client) (*historyClient, error) {
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &history.GroupVersion
 	c.APIPath = "/apis"
@@ -55,7 +55,7 @@ func newHistoryClient(cfg *rest.Config, httpClient *http.Client) (*historyClient
 	if err != nil {
 		return nil, fmt.Errorf("building REST client for %s: %w", history.GroupVersionResource, err)
 	}
-	w, err := newWriter(c, httpClient, history.Resource, false)
+	w, err := newWriter(c, writeHTTP, history.Resource, false)
 	if err != nil {
 		return nil, err
 	}

@@ -225,11 +225,15 @@ func newClients(ctx context.Context, o options) (*clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
-	mirrors, err := NewClient(cfg, httpClient, fieldManager)
+	writeHTTP, err := kubeclient.NewHTTPClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building HTTP client for %s: %w", cfg.Host, err)
+	}
+	mirrors, err := NewClient(cfg, httpClient, writeHTTP, fieldManager)
 	if err != nil {
 		return nil, err
 	}
-	histories, err := newHistoryClient(cfg, httpClient)
+	histories, err := newHistoryClient(cfg, httpClient, writeHTTP)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func newTestClient(t *testing.T, h http.HandlerFunc, tweak func(*rest.Config)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewClient(cfg, httpClient, fieldManager)
+	c, err := NewClient(cfg, httpClient, httpClient, fieldManager)
 	if err != nil {
 		t.Fatal(err)
 	}

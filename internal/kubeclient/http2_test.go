@@ -1,8 +1,15 @@
 package kubeclient
 
 import (
+	"encoding/pem"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"sync"
 	"testing"
+
+	"k8s.io/client-go/rest"
 )
 
 // TestDefaultHTTP2HealthCheck: the binary turns client-go's HTTP/2 health
@@ -49,5 +56,70 @@ func TestDefaultHTTP2HealthCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNewHTTPClientHasItsOwnConnection: two clients built by client-go from
+// one configuration share one HTTP/2 connection; a client from
+// NewHTTPClient opens its own, so requests on it never queue behind the
+// others' (and the others' watches never behind its writes).
+func TestNewHTTPClientHasItsOwnConnection(t *testing.T) {
+	var mu sync.Mutex
+	conns := 0
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			http.Error(w, "want HTTP/2, got "+r.Proto, http.StatusHTTPVersionNotSupported)
+		}
+	}))
+	ts.EnableHTTP2 = true
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+	cfg := &rest.Config{Host: ts.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+
+	count := func(c *http.Client) int {
+		t.Helper()
+		resp, err := c.Get(ts.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET: %s", resp.Status)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return conns
+	}
+	shared1, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared2, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := NewHTTPClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(shared1); n != 1 {
+		t.Fatalf("first client: %d connections, want 1", n)
+	}
+	if n := count(shared2); n != 1 {
+		t.Fatalf("a second client from the same configuration opened a connection of its own (%d in all): the premise of NewHTTPClient no longer holds", n)
+	}
+	if n := count(own); n != 2 {
+		t.Fatalf("NewHTTPClient's client: %d connections in all, want 2 (one of its own)", n)
+	}
+	if n := count(own); n != 2 {
+		t.Fatalf("NewHTTPClient's client opened another connection for its second request (%d in all), want it to keep its own", n)
 	}
 }

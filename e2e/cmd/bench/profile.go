@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,7 +60,15 @@ func (p *profiler) startCPU(ctx context.Context) (stop func() error) {
 // controller asks of it.
 func (p *profiler) startServerCPU(ctx context.Context, kube kubernetes.Interface, name string) (stop func() error) {
 	return p.chunked(ctx, fmt.Sprintf("apiserver-cpu-%s-%d.pb.gz", name, p.n), func(ctx context.Context, path string) ([]byte, error) {
-		return kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/" + path).DoRaw(ctx)
+		u, err := url.Parse(path)
+		if err != nil {
+			return nil, err
+		}
+		req := kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/" + u.Path)
+		for k, v := range u.Query() {
+			req = req.Param(k, v[0])
+		}
+		return req.DoRaw(ctx)
 	})
 }
 
