@@ -278,10 +278,17 @@ func (r *Result) evaluate() {
 	}()
 	h := &r.History
 	if h.On {
-		add("cold start vs raw loop with the same writes (mirrors and IPHistories)", fmt.Sprintf("%.2f x", r.Cold.Ratio), "<= 1.15 x", r.Cold.Ratio <= 1.15)
+		add("cold start vs raw loop with the same writes (mirrors and IPHistories)", fmt.Sprintf("%.2f x", r.Cold.Ratio), "<= 1.10 x", r.Cold.Ratio <= 1.10)
 	} else {
-		add("cold start vs raw create loop", fmt.Sprintf("%.2f x", r.Cold.Ratio), "<= 1.20 x", r.Cold.Ratio <= 1.20)
+		add("cold start vs raw create loop", fmt.Sprintf("%.2f x", r.Cold.Ratio), "<= 1.10 x", r.Cold.Ratio <= 1.10)
 	}
+	// Each ended watch is a new watch, and work for the API server; a
+	// handful at 150,000 pods is what two shared cores allow.
+	ended, endedBar := r.Cold.WatchesEnded-r.Cold.BenchWatchesEnded, 0.0
+	if r.N > 10000 {
+		endedBar = 5
+	}
+	add("the controller's PodToIp watches ended for slow reading, cold start", fmt.Sprintf("%.0f", ended), fmt.Sprintf("<= %.0f", endedBar), ended <= endedBar)
 	add("cold start writes per pod", fmt.Sprintf("%.3f (POST 201: %.0f)", r.Cold.Requests.Writes()/n, r.Cold.Requests["POST 201"]),
 		"1", r.Cold.Requests.Writes() == n && r.Cold.Requests["POST 201"] == n)
 	all := []controlplane.Requests{r.Cold.Requests, r.Restart.Requests, r.Churn.Requests, r.Delete.Requests,
