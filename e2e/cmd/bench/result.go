@@ -145,6 +145,10 @@ func (c serverCPU) sub(before serverCPU) serverCPU {
 	return serverCPU{c.APIServer - before.APIServer, c.Etcd - before.Etcd}
 }
 
+func (c serverCPU) add(more serverCPU) serverCPU {
+	return serverCPU{APIServer: c.APIServer + more.APIServer, Etcd: c.Etcd + more.Etcd}
+}
+
 func (c serverCPU) String() string {
 	return fmt.Sprintf("%.2f s (kube-apiserver %.2f s, etcd %.2f s)", c.APIServer+c.Etcd, c.APIServer, c.Etcd)
 }
