@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,9 +19,10 @@ import (
 // profiler collects the controller's Go profiles during the cold start, for
 // -profile-dir: a CPU profile of the whole cold start and a heap profile
 // after convergence; and kube-apiserver's CPU profiles of the cold start and
-// of the raw loops, to compare what the same writes cost it. The controller serves them only when started with
-// --profiling-bind-address (off by default), which startBinaryAs adds for
-// the cold start's process alone when -profile-dir is set.
+// of the raw loops, to compare what the same writes cost it. The controller
+// serves its profiles only when started with --profiling-bind-address (off
+// by default), which startProfiledController adds for the cold start's
+// process alone when -profile-dir is set.
 type profiler struct {
 	dir  string
 	n    int
@@ -52,29 +52,27 @@ const cpuChunk = 2 * time.Second
 // startCPU profiles the controller's CPU in chunks until stop is called;
 // stop returns once the last chunk is in and writes the merged profile.
 func (p *profiler) startCPU(ctx context.Context) (stop func() error) {
-	return p.chunked(ctx, fmt.Sprintf("cpu-cold-%d.pb.gz", p.n), p.get)
+	return p.chunked(ctx, fmt.Sprintf("cpu-cold-%d.pb.gz", p.n), func(ctx context.Context) ([]byte, error) {
+		return p.get(ctx, "profile?seconds="+strconv.Itoa(cpuChunkSeconds))
+	})
 }
 
 // startServerCPU is startCPU for kube-apiserver (which serves its profiles
 // to the admin), into name: where the API server's CPU goes shows what the
 // controller asks of it.
 func (p *profiler) startServerCPU(ctx context.Context, kube kubernetes.Interface, name string) (stop func() error) {
-	return p.chunked(ctx, fmt.Sprintf("apiserver-cpu-%s-%d.pb.gz", name, p.n), func(ctx context.Context, path string) ([]byte, error) {
-		u, err := url.Parse(path)
-		if err != nil {
-			return nil, err
-		}
-		req := kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/" + u.Path)
-		for k, v := range u.Query() {
-			req = req.Param(k, v[0])
-		}
-		return req.DoRaw(ctx)
+	return p.chunked(ctx, fmt.Sprintf("apiserver-cpu-%s-%d.pb.gz", name, p.n), func(ctx context.Context) ([]byte, error) {
+		return kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(cpuChunkSeconds)).DoRaw(ctx)
 	})
 }
 
-// chunked takes CPU profiles of cpuChunk each through get until stop is
+// cpuChunkSeconds is cpuChunk as the profile endpoints' parameter.
+const cpuChunkSeconds = int(cpuChunk / time.Second)
+
+// chunked takes CPU profiles of cpuChunk each through chunk until stop is
 // called, and writes them merged into name.
-func (p *profiler) chunked(ctx context.Context, name string, get func(context.Context, string) ([]byte, error)) (stop func() error) {
+func (p *profiler) chunked(ctx context.Context, name string, chunk func(context.Context) ([]byte, error)) (stop func() error) {
 	done := make(chan struct{})
 	result := make(chan error, 1)
 	go func() {
@@ -96,9 +94,9 @@ func (p *profiler) chunked(ctx context.Context, name string, get func(context.Co
 				return
 			default:
 			}
-			b, err := get(ctx, "profile?seconds="+strconv.Itoa(int(cpuChunk/time.Second)))
+			b, err := chunk(ctx)
 			if err != nil {
-				// The controller may not listen yet; try again shortly.
+				// The process may not listen yet; try again shortly.
 				if firstErr == nil {
 					firstErr = err
 				}
