@@ -20,21 +20,32 @@ import (
 // address another live holder has.
 const reasonAddressConflict = "AddressConflict"
 
-// countsAsHolder reports whether pod takes part in conflict detection: it
-// has a mirror (has an IP, is not terminating, has not finished) and is not
-// hostNetwork. A hostNetwork pod's addresses are its node's, shared by
-// design with the node and with every other hostNetwork pod there.
-func countsAsHolder(pod *podInfo) bool {
+// isHolder reports whether pod holds its addresses: it has a mirror (has
+// an IP, has not finished) and is not hostNetwork. A hostNetwork pod's
+// addresses are its node's, shared by design with the node and with every
+// other hostNetwork pod there. A terminating pod holds them until it is
+// gone: its sandbox, which IPAM frees the address with, lives through its
+// grace period. The holder index and the history count it; conflict
+// detection does not (countsInConflicts).
+func isHolder(pod *podInfo) bool {
 	return wantsMirror(pod) && !pod.HostNetwork
 }
 
-// heldAddresses returns the canonical addresses pod holds for conflict
-// detection, nil if it does not count as a holder. Entries that are not IP
-// addresses are skipped: nothing can hold them. A pod spells its addresses
-// canonically almost always, and addr.Canonical then returns them without
-// allocating.
+// countsInConflicts reports whether pod takes part in conflict detection: it
+// holds its addresses and is not terminating. A terminating pod may have
+// lost its address to another pod already (a new holder means its sandbox
+// let go), so it is in conflict with nobody, and nobody with it.
+func countsInConflicts(pod *podInfo) bool {
+	return isHolder(pod) && !isTerminating(pod)
+}
+
+// heldAddresses returns the canonical addresses pod holds, nil if it is not
+// a holder (isHolder); a terminating pod's included. Entries that are not
+// IP addresses are skipped: nothing can hold them. A pod spells its
+// addresses canonically almost always, and addr.Canonical then returns them
+// without allocating.
 func heldAddresses(pod *podInfo) []string {
-	if !countsAsHolder(pod) {
+	if !isHolder(pod) {
 		return nil
 	}
 	raw := pod.PodIPs
@@ -78,12 +89,16 @@ func newHolders(have *mirrorInfo, want *PodToIp) []string {
 }
 
 // conflictsOf returns each address of pod that someone else holds, with the
-// other holders (its oldest pods, at most conflicts.MaxListed, and the Node
-// and Service holding it), sorted by address; nil when none does. It reads
+// other holders (its oldest live pods, at most conflicts.MaxListed, and the
+// Node and Service holding it), sorted by address; nil when none does, and
+// for a pod that does not count in conflicts (a terminating one). It reads
 // only the caches, and only as many holders as it lists: however many pods
 // share an address, a reconcile costs the same. key is the pod's own key,
 // which the holder index also returns.
 func (c *Controller) conflictsOf(key cache.ObjectName, pod *podInfo) ([]conflicts.Conflict, error) {
+	if !countsInConflicts(pod) {
+		return nil, nil
+	}
 	var out []conflicts.Conflict
 	for _, addr := range heldAddresses(pod) {
 		found, err := c.podsHolding(addr, key)
@@ -104,14 +119,15 @@ func (c *Controller) conflictsOf(key cache.ObjectName, pod *podInfo) ([]conflict
 	return out, nil
 }
 
-// podsHolding returns the oldest pods other than except that hold addr, at
-// most conflicts.MaxListed, named as conflictsWith names them, and in More
-// how many others there are. A holder the index names is listed only if
-// the pod cache agrees (the index may run ahead of a reconcile's read).
+// podsHolding returns the oldest live pods other than except that hold
+// addr, at most conflicts.MaxListed, named as conflictsWith names them, and
+// in More how many others there are; terminating holders do not count. A
+// holder the index names is listed only if the pod cache agrees (the index
+// may run ahead of a reconcile's read, or behind it).
 func (c *Controller) podsHolding(addr string, except cache.ObjectName) (conflicts.Conflict, error) {
 	found := conflicts.Conflict{Address: addr}
 	for n := conflicts.MaxListed + 1; ; n *= 2 {
-		keys, total := c.holders.Oldest(addr, n)
+		keys, total := c.holders.OldestLive(addr, n)
 		found.Holders = found.Holders[:0]
 		for _, k := range keys {
 			if k == except || len(found.Holders) == conflicts.MaxListed {
@@ -121,7 +137,7 @@ func (c *Controller) podsHolding(addr string, except cache.ObjectName) (conflict
 			if err != nil {
 				return found, err
 			}
-			if other != nil && slices.Contains(heldAddresses(other), addr) {
+			if countsInConflicts(other) && slices.Contains(heldAddresses(other), addr) {
 				found.Holders = append(found.Holders, conflicts.HolderPod+" "+k.String())
 			}
 		}

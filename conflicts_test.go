@@ -52,11 +52,17 @@ func TestHeldAddresses(t *testing.T) {
 		"not an IP":       {podAt("a", "10.1.0.1", "nope"), []string{"10.1.0.1"}},
 		"same address":    {podAt("a", "10.1.0.1", "::ffff:10.1.0.1"), []string{"10.1.0.1"}},
 		"hostNetwork":     {testPod(func(p *corev1.Pod) { p.Spec.HostNetwork = true }), nil},
-		"terminating":     {testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now }), nil},
 		"succeeded":       {testPod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), nil},
 		"failed":          {testPod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), nil},
 		"no address yet":  {podAt("a"), nil},
 		"pending with IP": {testPod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }), []string{"10.244.0.5", "fd00::5"}},
+
+		// A terminating pod holds its addresses until it is gone: the
+		// history keeps its hold open. Conflict detection skips it.
+		"terminating":             {testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now }), []string{"10.244.0.5", "fd00::5"}},
+		"terminating hostNetwork": {testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.Spec.HostNetwork = true }), nil},
+		"terminating, finished":   {testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.Status.Phase = corev1.PodSucceeded }), nil},
+		"deletion final":          {testPod(func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, new(int64) }), nil},
 	} {
 		got := heldAddresses(toPodInfo(tc.pod))
 		if !slices.Equal(got, tc.want) {
@@ -280,23 +286,34 @@ func TestSyncMarksConflictBetweenPods(t *testing.T) {
 	}
 	f.catchUp(rec, 3)
 
-	// b terminates: its mirror goes, a and c lose it from conflictsWith
-	// without an event (nobody new), the conflict goes on.
+	// b terminates: its mirror stays, saying so and no longer in
+	// conflict; a and c lose it from conflictsWith without an event
+	// (nobody new), the conflict goes on.
 	now := metav1.Now()
 	b.DeletionTimestamp, b.ResourceVersion = &now, "12"
 	_ = f.pods.Update(b)
 	for _, name := range []string{"a", "b", "c"} {
 		f.sync(name)
 	}
-	f.expectActions("update ns/a", "delete ns/b", "update ns/c")
+	f.expectActions("update ns/a", "update ns/b", "update ns/c")
+	if m := rec.written[7]; m.Name != "b" || !m.Terminating || m.Conflict || m.ConflictsWith != nil {
+		t.Errorf("b's mirror once it terminates: %s terminating=%v conflict=%v conflictsWith=%q, want b terminating, no conflict", m.Name, m.Terminating, m.Conflict, m.ConflictsWith)
+	}
+	for _, m := range []*PodToIp{rec.written[6], rec.written[8]} {
+		if m.Terminating || !m.Conflict || slices.Contains(m.ConflictsWith, "Pod ns/b") {
+			t.Errorf("%s's mirror once b terminates: terminating=%v conflict=%v conflictsWith=%q, want the conflict without b", m.Name, m.Terminating, m.Conflict, m.ConflictsWith)
+		}
+	}
 	if e := f.events(); len(e) != 0 || f.logged("Address conflict ended") != 0 {
 		t.Errorf("a holder leaving recorded %q and logged %d ends", e, f.logged("Address conflict ended"))
 	}
 	f.catchUp(rec, 6)
 
-	// c goes: a is cleared by one update.
+	// c goes: a is cleared by one update; b, still terminating, is not
+	// written.
 	_ = f.pods.Delete(c)
 	f.sync("a")
+	f.sync("b")
 	f.sync("c")
 	f.expectActions("update ns/a", "delete ns/c")
 	if m := rec.written[len(rec.written)-1]; m.Name != "a" || m.Conflict || m.ConflictsWith != nil {
@@ -401,6 +418,32 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 			_ = f.pods.Indexer.Update(toPodInfo(cur))
 			f.c.updatePod(toPodInfo(old), toPodInfo(cur))
 		}, []string{"x", "z"}},
+		// A terminating holder is listed by nobody: its going, or a pod
+		// joining it on its address, changes no other mirror.
+		"deleted at once": {func(f *fixture) {
+			old := podAt("x", "10.1.0.1")
+			cur := moved(old, func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, new(int64) })
+			_ = f.pods.Indexer.Update(toPodInfo(cur))
+			f.c.updatePod(toPodInfo(old), toPodInfo(cur))
+		}, []string{"x", "z"}},
+		"terminating holder gone": {func(f *fixture) {
+			cur := terminate(f, "x", "10.1.0.1")
+			_ = f.pods.Indexer.Delete(cur)
+			f.c.deletePod(cur)
+		}, []string{"x"}},
+		"terminating holder's address changed": {func(f *fixture) {
+			old := terminate(f, "x", "10.1.0.1")
+			cur := *old
+			cur.PodIP, cur.PodIPs, cur.ResourceVersion = "10.1.0.9", []string{"10.1.0.9"}, "100"
+			_ = f.pods.Indexer.Update(&cur)
+			f.c.updatePod(old, &cur)
+		}, []string{"x"}},
+		"added next to a terminating holder only": {func(f *fixture) {
+			terminate(f, "y", "10.1.0.2")
+			p := podAt("w", "10.1.0.2")
+			_ = f.pods.Indexer.Add(toPodInfo(p))
+			f.c.addPod(toPodInfo(p))
+		}, []string{"w", "y"}},
 		"node changed only": {func(f *fixture) {
 			old := podAt("x", "10.1.0.1")
 			cur := moved(old, func(p *corev1.Pod) { p.Spec.NodeName = "node-2" })
@@ -444,13 +487,119 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 		}
 	}
 
-	// A standby looks nothing up and queues nothing.
+	// The pod turning terminating stays indexed, marked: the history
+	// finds it holding the address.
 	f := setup()
+	terminate(f, "x", "10.1.0.1")
+	if got := f.c.holders.Holders("10.1.0.1"); len(got) != 2 {
+		t.Errorf("holders of 10.1.0.1 once x terminates: %v, want x and z", got)
+	}
+	if keys, total := f.c.holders.OldestLive("10.1.0.1", 10); total != 1 || len(keys) != 1 || keys[0].Name != "z" {
+		t.Errorf("live holders of 10.1.0.1 once x terminates: %v (%d), want z alone", keys, total)
+	}
+
+	// A standby looks nothing up and queues nothing.
+	f = setup()
 	f.c.active.Store(false)
 	f.c.addNode(&conflicts.NodeInfo{Addresses: []string{"10.1.0.1"}})
 	if f.c.queue.Len() != 0 {
 		t.Error("a standby queued the holders of a node's address")
 	}
+}
+
+// terminate makes the cached pod name, holding addr, terminating through the
+// pod handler, and takes what that queued; it returns the pod as cached.
+func terminate(f *fixture, name, addr string) *podInfo {
+	f.t.Helper()
+	now := metav1.Now()
+	p := podAt(name, addr)
+	old := toPodInfo(p)
+	p.DeletionTimestamp, p.ResourceVersion = &now, "98"
+	cur := toPodInfo(p)
+	_ = f.pods.Indexer.Update(cur)
+	f.c.updatePod(old, cur)
+	f.takeQueued()
+	return cur
+}
+
+// TestSyncTerminatingHolder checks a pod that keeps its address while it
+// terminates, as kubelets and IPAM do: its mirror stays, marked terminating
+// and in conflict with nobody; a new pod given its address is in conflict
+// with nobody either, but two live pods on it are, with each other only;
+// and the mirror goes once the pod is gone.
+func TestSyncTerminatingHolder(t *testing.T) {
+	f := conflictFixture(t)
+	rec := &recordingMirrors{fakeMirrors: f.client}
+	f.c.mirrorClient = rec
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := func(name string, age int) *corev1.Pod {
+		p := podAt(name, "10.1.0.1")
+		p.CreationTimestamp = metav1.NewTime(base.Add(time.Duration(age) * time.Second))
+		return p
+	}
+	old, next := pod("old", 0), pod("next", 1)
+	_ = f.pods.Add(old)
+	f.sync("old")
+	f.catchUp(rec, 0)
+	from := len(rec.written)
+
+	now := metav1.Now()
+	old.DeletionTimestamp, old.ResourceVersion = &now, "11"
+	_ = f.pods.Update(old)
+	f.sync("old")
+	f.expectActions("create ns/old", "update ns/old")
+	if m := rec.last(t); !m.Terminating || m.Conflict || m.PodAddress != "10.1.0.1" {
+		t.Errorf("terminating pod's mirror: terminating=%v conflict=%v address=%s, want kept, terminating, no conflict", m.Terminating, m.Conflict, m.PodAddress)
+	}
+	f.catchUp(rec, from)
+
+	// Its address given to a new pod (its sandbox let go): no conflict.
+	_ = f.pods.Add(next)
+	f.sync("old")
+	f.sync("next")
+	f.expectActions("create ns/next")
+	if m := rec.last(t); m.Terminating || m.Conflict || len(m.ConflictsWith) != 0 {
+		t.Errorf("new holder beside a terminating one: terminating=%v conflict=%v conflictsWith=%q, want no conflict", m.Terminating, m.Conflict, m.ConflictsWith)
+	}
+	f.catchUp(rec, from+1)
+
+	// A third pod on the address is in conflict with the live one only,
+	// though the terminating one is older than both.
+	third := pod("third", 2)
+	_ = f.pods.Add(third)
+	for _, name := range []string{"old", "next", "third"} {
+		f.sync(name)
+	}
+	f.expectActions("update ns/next", "create ns/third")
+	for _, m := range rec.written[from+2:] {
+		want := map[string]string{"next": "Pod ns/third", "third": "Pod ns/next"}[m.Name]
+		if !m.Conflict || !slices.Equal(m.ConflictsWith, []string{want}) {
+			t.Errorf("%s: conflict=%v conflictsWith=%q, want %s alone", m.Name, m.Conflict, m.ConflictsWith, want)
+		}
+	}
+	if e := f.events(); len(e) != 2 || strings.Contains(strings.Join(e, "\n"), "ns/old") || strings.Contains(strings.Join(e, "\n"), "more pods") {
+		t.Errorf("events %q, want one on each live pod, naming neither the terminating pod nor more pods", e)
+	}
+	f.catchUp(rec, from+2)
+
+	// Its deletion becomes final (its kubelet confirms it with a grace
+	// period of 0, just before the object goes): its mirror goes; nobody
+	// else changes. The object going after that changes nothing more.
+	old.DeletionGracePeriodSeconds, old.ResourceVersion = new(int64), "12"
+	_ = f.pods.Update(old)
+	for _, name := range []string{"old", "next", "third"} {
+		f.sync(name)
+	}
+	f.expectActions("delete ns/old")
+	if obj, ok, _ := f.mirrors.GetByKey("ns/old"); ok { // the cache catches up
+		_ = f.mirrors.Delete(obj)
+		f.c.tracker.Observe(cache.ObjectName{Namespace: "ns", Name: "old"}, obj.(*mirrorInfo).version(), true)
+	}
+	_ = f.pods.Delete(old)
+	for _, name := range []string{"old", "next", "third"} {
+		f.sync(name)
+	}
+	f.expectActions()
 }
 
 // TestInformersAsMainBuildsThem runs the controller on the informers main
@@ -466,7 +615,7 @@ func TestInformersAsMainBuildsThem(t *testing.T) {
 		&networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.0.0.9"}, Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "ns", Name: "web"}}},
 		podAt("on-node", "172.18.0.2"), podAt("on-svc", "10.0.0.9"), podAt("a", "10.1.0.1"), podAt("b", "10.1.0.1"), podAt("alone", "10.1.0.2"),
 	)
-	pods, err := newPodInformer(kube, "")
+	pods, err := newPodInformer(kube, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -669,23 +818,34 @@ func TestPodWithForeignMirrorStillHolds(t *testing.T) {
 }
 
 // TestListedHoldersAreVerifiedAgainstTheCache checks a reconcile whose
-// holder index runs ahead of its pod cache (the index is kept by handlers,
-// the reconcile reads the cache): a pod the index names is listed only if
-// the cache shows it holding the address, and the reconcile reads further
-// down the index until it has listed as many as it may.
+// holder index runs ahead of its pod cache, or behind it (the index is kept
+// by handlers, the reconcile reads the cache): a pod the index names is
+// listed only if the cache shows it holding the address and not
+// terminating, terminating holders are skipped, and the reconcile reads
+// further down the index until it has listed as many as it may.
 func TestListedHoldersAreVerifiedAgainstTheCache(t *testing.T) {
 	const addr = "10.9.0.1"
 	f := conflictFixture(t)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := metav1.Now()
 	var want []string
-	for i := range 40 {
+	for i := range 60 {
 		p := podAt(fmt.Sprintf("p%02d", i), addr)
 		p.CreationTimestamp = metav1.NewTime(base.Add(time.Duration(i) * time.Second))
-		f.c.holders.Move(toPodInfo(p).holder(), nil, []string{addr})
+		if i >= 20 && i < 40 {
+			p.DeletionTimestamp = &now
+		}
+		h := toPodInfo(p).holder()
+		if i >= 20 && i < 30 {
+			h.Terminating = false // the index behind the cache
+		}
+		f.c.holders.Move(h, nil, []string{addr})
 		switch {
 		case i < 10: // gone from the cache
 		case i < 20: // holding another address in the cache
 			_ = f.pods.Indexer.Add(toPodInfo(podAt(p.Name, "10.9.0.2")))
+		case i < 40: // terminating: holding the address, in conflict with nobody
+			_ = f.pods.Indexer.Add(toPodInfo(p))
 		default:
 			_ = f.pods.Indexer.Add(toPodInfo(p))
 			if len(want) < conflicts.MaxListed {
@@ -693,7 +853,7 @@ func TestListedHoldersAreVerifiedAgainstTheCache(t *testing.T) {
 			}
 		}
 	}
-	found, err := f.c.podsHolding(addr, cache.ObjectName{Namespace: "ns", Name: "p39"})
+	found, err := f.c.podsHolding(addr, cache.ObjectName{Namespace: "ns", Name: "p59"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/conflicts"
-	"example.com/podtoip-controller/internal/leader"
 	"example.com/podtoip-controller/internal/slim"
 	"example.com/podtoip-controller/internal/tracker"
 )
@@ -74,6 +73,13 @@ type HistoryConfig struct {
 	// Namespace is the namespace whose pods' holds the controller keeps
 	// ("": every namespace), as its pod informer's.
 	Namespace string
+	// Progress follows the pod informer (newPodInformer) and Probe reads
+	// the pods' current resourceVersion (a consistent one-item list): with
+	// them the history proves how far it has seen (historian.prove).
+	Progress *watchProgress
+	Probe    func(context.Context) (string, error)
+	// Writer names this controller in the coverage it records.
+	Writer string
 }
 
 // Controller keeps one PodToIp per pod that has an IP. Both informers feed
@@ -177,7 +183,11 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(newRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"}),
 	}
-	podHandler, err := addHandler(ctx, inf.Pods, c.addPod, c.updatePod, c.deletePod)
+	var progress *watchProgress
+	if inf.History != nil {
+		progress = inf.History.Progress
+	}
+	podHandler, err := addHandler(ctx, inf.Pods, counted1(c.addPod, progress), counted2(c.updatePod, progress), counted1(c.deletePod, progress))
 	if err != nil {
 		return nil, fmt.Errorf("adding pod event handler: %w", err)
 	}
@@ -186,7 +196,8 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 	}
 	c.cachesSynced = []cache.InformerSynced{inf.Pods.HasSynced, inf.Mirrors.HasSynced, podHandler.HasSynced}
 	if hc := inf.History; hc != nil {
-		c.history = newHistorian(hc.Client, c.pods, c.holders, hc.Retention, hc.Namespace)
+		c.history = newHistorian(hc, c.pods, c.holders)
+		c.history.listed = podHandler.HasSynced
 	}
 	if k := inf.Nodes; k != nil {
 		if err := ensureIndexers(k.Informer, cache.Indexers{conflicts.AddressIndex: conflicts.NodeAddressIndexFunc}); err != nil {
@@ -212,6 +223,31 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 // retryBaseDelay to retryMaxDelay.
 func newRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
 	return workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](retryBaseDelay, retryMaxDelay)
+}
+
+// counted1 and counted2 make a pod handler count, once it is done, what
+// it processed (watchProgress), but for the tombstones a relist makes of
+// pods it no longer lists, which the informer was never given.
+func counted1(f func(any), p *watchProgress) func(any) {
+	if p == nil {
+		return f
+	}
+	return func(obj any) {
+		f(obj)
+		if _, tombstone := obj.(cache.DeletedFinalStateUnknown); !tombstone {
+			p.handledOne()
+		}
+	}
+}
+
+func counted2(f func(any, any), p *watchProgress) func(any, any) {
+	if p == nil {
+		return f
+	}
+	return func(old, cur any) {
+		f(old, cur)
+		p.handledOne()
+	}
 }
 
 // addHandler adds the three handlers to inf, logging with ctx's logger.
@@ -253,11 +289,13 @@ func (c *Controller) enqueue(key cache.ObjectName) {
 }
 
 // A pod's conflicts depend on the other holders of its addresses, so a pod
-// that comes, goes, or changes its addresses or whether it counts as a
-// holder is recorded in the holder index (on every replica) and also
-// queues the other holders of the addresses where their mirrors may change
-// with it (see conflicts.HolderIndex.Move): not those of a large group it
-// joins as its newest member, whose mirrors keep listing the oldest.
+// that comes, goes, changes its addresses or whether it holds them, or
+// turns terminating (it then stops counting in conflicts, though it still
+// holds its addresses) is recorded in the holder index (on every replica)
+// and also queues the other holders of the addresses where their mirrors
+// may change with it (see conflicts.HolderIndex.Move): not those of a large
+// group it joins as its newest member, whose mirrors keep listing the
+// oldest.
 
 func (c *Controller) addPod(obj any) {
 	pod := obj.(*podInfo)
@@ -274,13 +312,21 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 		return
 	}
 	var affected []string
-	if was, is := heldAddresses(old), heldAddresses(cur); old.UID != cur.UID {
+	was, is := heldAddresses(old), heldAddresses(cur)
+	switch {
+	case old.UID != cur.UID:
 		// Another incarnation under the name: another holder, of another age.
 		affected = append(c.holders.Move(old.holder(), was, nil), c.holders.Move(cur.holder(), nil, is)...)
 		c.history.moved(old, cur, was, is)
-	} else if !slices.Equal(was, is) {
+	case !slices.Equal(was, is):
 		affected = c.holders.Move(cur.holder(), was, is)
 		c.history.moved(old, cur, was, is)
+	case old.holder() != cur.holder():
+		// The same addresses, held by a pod that turned terminating.
+		affected = c.holders.Move(cur.holder(), was, is)
+	}
+	if old.UID == cur.UID && !isTerminating(old) && isTerminating(cur) {
+		c.history.terminating(cur, is)
 	}
 	c.enqueue(cur.key())
 	c.enqueueHoldersOf(cur.key(), affected)
@@ -376,13 +422,10 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 		wg.Go(func() { c.queueAll(ctx, rest) })
 	}
 	if c.history != nil {
-		// The holds that ended while no leader ran ended after the
-		// previous leader last renewed its lease, if there was one. A
-		// quarter of the mirrors' workers: the mirrors come first, and as
-		// many again in flight cost the API server more CPU than they
+		// A quarter of the mirrors' workers: the mirrors come first, and
+		// as many again in flight cost the API server more CPU than they
 		// saved time (docs/performance.md).
-		previous, _ := leader.PreviousRenewal(ctx)
-		wg.Go(func() { c.history.run(ctx, inflight, max(1, workers/4), previous) })
+		wg.Go(func() { c.history.run(ctx, inflight, max(1, workers/4)) })
 	}
 	<-ctx.Done()
 	c.active.Store(false)

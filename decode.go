@@ -125,6 +125,8 @@ func decodeCachedMirror(data []byte) (m *PodToIp, ok bool) {
 			m.NodeName, ok = c.Str()
 		case "hostNetwork":
 			m.HostNetwork, ok = c.Bool()
+		case "terminating":
+			m.Terminating, ok = c.Bool()
 		case "conflict":
 			m.Conflict, ok = c.Bool()
 		case "conflictsWith":

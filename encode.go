@@ -66,6 +66,9 @@ func encodeMirror(obj *PodToIp) (body []byte, ok bool) {
 	b = appendField(b, "podIPv6", obj.PodIPv6, false)
 	b = appendField(b, "nodeName", obj.NodeName, false)
 	b = strconv.AppendBool(append(b, `"hostNetwork":`...), obj.HostNetwork)
+	if obj.Terminating {
+		b = append(b, `,"terminating":true`...)
+	}
 	b = strconv.AppendBool(append(b, `,"conflict":`...), obj.Conflict)
 	if len(obj.ConflictsWith) > 0 {
 		b = appendList(append(b, `,"conflictsWith":`...), obj.ConflictsWith)

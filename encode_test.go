@@ -15,6 +15,8 @@ import (
 func FuzzEncodeMirrorMatchesStandard(f *testing.F) {
 	f.Add("web-0", "default", "", "", "10.244.1.7", "fd00::7", "node-1", "team", "a<b>&\"c\"", uint8(0))
 	f.Add("x", "", "uid-1", "42", "\xff", "é", "", "", "", uint8(0xff))
+	f.Add("web-1", "default", "uid-2", "7", "10.244.1.8", "fd00::8", "node-1", "", "", uint8(0x80|4)) // terminating
+	f.Add("web-2", "default", "uid-3", "8", "10.244.1.9", "", "node-2", "", "", uint8(0x80|0x10|2|4)) // terminating, in conflict
 	f.Fuzz(func(t *testing.T, name, ns, uid, rv, ip1, ip2, node, key, value string, bits uint8) {
 		yes := bits&1 != 0
 		m := &PodToIp{
@@ -43,6 +45,7 @@ func FuzzEncodeMirrorMatchesStandard(f *testing.F) {
 		if bits&64 != 0 {
 			m.Generation = 3 // set by the API server: declined
 		}
+		m.Terminating = bits&128 != 0
 		want, err := runtime.Encode(clientEnc, m.DeepCopy())
 		if err != nil {
 			t.Fatal(err)

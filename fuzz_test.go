@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	netutils "k8s.io/utils/net"
+	"k8s.io/utils/ptr"
 
 	"example.com/podtoip-controller/internal/conflicts"
 )
@@ -53,9 +54,12 @@ func fuzzPod(name, namespace, uid, node, phase, podIP, ips string, deleting bool
 	return pod
 }
 
-// specWantsMirror is the README's definition of which pods have a mirror.
+// specWantsMirror is the README's definition of which pods have a mirror:
+// those with an IP that have not finished, terminating or not, until their
+// deletion is final (a grace period of 0).
 func specWantsMirror(pod *corev1.Pod) bool {
-	return pod.Status.PodIP != "" && pod.DeletionTimestamp == nil &&
+	final := pod.DeletionTimestamp != nil && pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
+	return pod.Status.PodIP != "" && !final &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
 
@@ -124,6 +128,9 @@ func addPodSeeds(f *testing.F) {
 		{"job", "batch", "uid-j", "node-3", "Succeeded", "10.244.3.1", "10.244.3.1", false},
 		{"crashed", "batch", "uid-f", "node-3", "Failed", "10.244.3.2", "10.244.3.2", false},
 		{"leaving", "ns", "uid-l", "node-1", "Running", "10.244.4.4", "10.244.4.4", true},
+		{"leaving-dual", "web", "uid-ld", "node-1", "Running", "10.244.4.5", "10.244.4.5,fd00::4:5", true},
+		{"leaving-done", "ns", "uid-lf", "node-1", "Failed", "10.244.4.6", "10.244.4.6", true},
+		{"leaving-host", "kube-system", "uid-lh", "node-1", "Running", "192.168.1.11", "192.168.1.11", true},
 		{"host", "kube-system", "uid-h", "node-1", "Running", "192.168.1.10", "192.168.1.10", false},
 		{strings.Repeat("a", 253), "ns", "uid-long", "node-1", "Running", "10.244.5.5", "10.244.5.5", false},
 		{"odd", "", "", "", "", "not-an-ip", ",,", false},
@@ -152,6 +159,10 @@ func FuzzDesiredMirror(f *testing.F) {
 		// Either value of hostNetwork, without another fuzzer argument (and
 		// so without invalidating the corpus).
 		pod.Spec.HostNetwork = len(name)%2 == 1
+		// A grace period, 0 (the deletion is final) or not, likewise.
+		if deleting {
+			pod.DeletionGracePeriodSeconds = ptr.To(int64(30 * (len(namespace) % 2)))
+		}
 		before := pod.DeepCopy()
 
 		want := specWantsMirror(pod)
@@ -196,6 +207,9 @@ func FuzzDesiredMirror(f *testing.F) {
 			m.PodAddress != address || m.NodeName != node || m.HostNetwork != pod.Spec.HostNetwork {
 			t.Errorf("mirror %+v does not carry the pod's name, UID, canonical address %q, node and hostNetwork", m, address)
 		}
+		if m.Terminating != deleting {
+			t.Errorf("mirror terminating = %v for a pod with deletionTimestamp %v", m.Terminating, pod.DeletionTimestamp)
+		}
 		if !slices.Equal(m.PodIPs, wantIPs) || m.PodIPv4 != v4 || m.PodIPv6 != v6 {
 			t.Errorf("mirror podIPs = %q, podIPv4 = %q, podIPv6 = %q; want %q (the pod's, canonical, in order), %q, %q",
 				m.PodIPs, m.PodIPv4, m.PodIPv6, wantIPs, v4, v6)
@@ -239,6 +253,8 @@ func FuzzMirrorChanged(f *testing.F) {
 	f.Add("uid-1", "node-1", "Pending", "", "", false, "uid-1", "node-1", "Running", "10.0.0.2", "10.0.0.2", false)
 	f.Add("uid-1", "node-1", "Running", "10.0.0.1", "10.0.0.1,fd00::1", false, "uid-1", "node-1", "Running", "10.0.0.1", "10.0.0.1", false)
 	f.Add("uid-1", "node-1", "Running", "10.0.0.1", "10.0.0.1", false, "uid-1", "node-1", "Running", "10.0.0.1", "10.0.0.1", true)
+	f.Add("uid-1", "node-1", "Running", "10.0.0.1", "10.0.0.1", true, "uid-1", "node-1", "Succeeded", "10.0.0.1", "10.0.0.1", true)
+	f.Add("uid-1", "node-1", "Pending", "", "", false, "uid-1", "node-1", "Pending", "", "", true)
 	f.Add("uid-1", "node-1", "Running", "10.0.0.1", "10.0.0.1", false, "uid-1", "node-1", "Failed", "10.0.0.1", "10.0.0.1", false)
 	f.Add("uid-1", "node-1", "Running", "10.0.0.1", "", false, "uid-1", "node-1", "Running", "10.0.0.1", "10.0.0.1", false)
 	f.Add("uid-1", "node-1", "Running", "10.0.0.1", "10.0.0.1", false, "uid-2", "node-2", "Running", "10.0.0.1", "10.0.0.1", false)
@@ -247,6 +263,13 @@ func FuzzMirrorChanged(f *testing.F) {
 		// An update never changes a pod's namespace or name.
 		old := fuzzPod("web", "ns", uid1, node1, phase1, ip1, ips1, del1)
 		cur := fuzzPod("web", "ns", uid2, node2, phase2, ip2, ips2, del2)
+		// The grace period of a deletion, 0 (final) or not, from the
+		// nodes' names, without another fuzzer argument.
+		for _, p := range []*corev1.Pod{old, cur} {
+			if p.DeletionTimestamp != nil {
+				p.DeletionGracePeriodSeconds = ptr.To(int64(30 * (len(p.Spec.NodeName) % 2)))
+			}
+		}
 		oldCopy, curCopy := old.DeepCopy(), cur.DeepCopy()
 		changed := mirrorChangedFor(old, cur)
 		if !reflect.DeepEqual(old, oldCopy) || !reflect.DeepEqual(cur, curCopy) {
@@ -273,6 +296,7 @@ type ownedFields struct {
 	PodIPs                        []string
 	PodIPv4, PodIPv6              string
 	HostNetwork                   bool
+	Terminating                   bool
 	Conflict                      bool
 	ConflictsWith                 []string
 	ManagedBy                     string
@@ -281,7 +305,7 @@ type ownedFields struct {
 
 func owned(m *PodToIp) ownedFields {
 	return ownedFields{m.PodName, m.PodAddress, m.NodeName, m.PodUID, m.PodIPs, m.PodIPv4, m.PodIPv6, m.HostNetwork,
-		m.Conflict, m.ConflictsWith, m.Labels[managedByLabel], m.OwnerReferences}
+		m.Terminating, m.Conflict, m.ConflictsWith, m.Labels[managedByLabel], m.OwnerReferences}
 }
 
 // semantic is apimachinery's notion of equality (nil and empty slices and
@@ -342,6 +366,10 @@ func FuzzApplyDesired(f *testing.F) {
 		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(8))
 	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1", // a conflict ends
 		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(16|32))
+	f.Add("web", "uid-1", "node-1", "10.0.0.1", "10.0.0.1", // the pod turns terminating
+		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81|0x20), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(0))
+	f.Add("web", "uid-2", "node-1", "10.0.0.1", "10.0.0.1", // a terminating pod's mirror passes to a new pod
+		"web", "uid-1", "10.0.0.1", "10.0.0.1", "node-1", managed, "", "5", uint8(0x81|0x40), "v1", "Pod", "web", "uid-1", byte(2), byte(0), "10.0.0.1", "", byte(0))
 	f.Fuzz(func(t *testing.T, podName, podUID, podNode, podIP, podIPList string,
 		haveName, haveUID, haveAddr, haveIPs, haveNode, labels, annotations, rv string,
 		nRefs uint8, refAPIVersion, refKind, refName, refUID string, refController, refBlock byte,
@@ -349,7 +377,9 @@ func FuzzApplyDesired(f *testing.F) {
 		if podIP == "" {
 			podIP = "10.0.0.1" // applyDesired is only called when a mirror is wanted
 		}
-		pod := fuzzPod(podName, "ns", podUID, podNode, "Running", podIP, podIPList, false)
+		// Whether the pod and the mirror say terminating, from bits of nRefs
+		// its other uses leave alone.
+		pod := fuzzPod(podName, "ns", podUID, podNode, "Running", podIP, podIPList, nRefs&0x20 != 0)
 		pod.Spec.HostNetwork = hostNet&1 != 0
 		// Conflicts from the remaining bits of hostNet, without another
 		// fuzzer argument: none, one holder or two, for want and for have.
@@ -372,7 +402,7 @@ func FuzzApplyDesired(f *testing.F) {
 				Finalizers: []string{"example.com/keep"},
 			},
 			PodName: haveName, PodUID: types.UID(haveUID), PodAddress: haveAddr, NodeName: haveNode,
-			PodIPv4: haveV4, PodIPv6: haveV6, HostNetwork: hostNet&2 != 0,
+			PodIPv4: haveV4, PodIPv6: haveV6, HostNetwork: hostNet&2 != 0, Terminating: nRefs&0x40 != 0,
 			Conflict: hostNet&16 != 0, ConflictsWith: holders[hostNet>>5&3],
 		}
 		if haveIPs != "" {
@@ -429,7 +459,7 @@ func FuzzApplyDesired(f *testing.F) {
 		expect.OwnerReferences = want.OwnerReferences
 		expect.PodName, expect.PodUID, expect.PodAddress, expect.PodIPs, expect.NodeName =
 			want.PodName, want.PodUID, want.PodAddress, want.PodIPs, want.NodeName
-		expect.PodIPv4, expect.PodIPv6, expect.HostNetwork = want.PodIPv4, want.PodIPv6, want.HostNetwork
+		expect.PodIPv4, expect.PodIPv6, expect.HostNetwork, expect.Terminating = want.PodIPv4, want.PodIPv6, want.HostNetwork, want.Terminating
 		expect.Conflict, expect.ConflictsWith = want.Conflict, want.ConflictsWith
 		if !equality.Semantic.DeepEqual(out, expect) {
 			t.Fatalf("applyDesired = %+v\nwant %+v", out, expect)
@@ -515,6 +545,9 @@ func FuzzDecodePodToIp(f *testing.F) {
 		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web","namespace":"ns","uid":"m-1","resourceVersion":"7","creationTimestamp":"2024-05-01T10:00:00Z","labels":{"app.kubernetes.io/managed-by":"podtoip-controller"},"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"web","uid":"uid-1","controller":true}]},"podName":"web","podUID":"uid-1","podAddress":"10.244.0.5","podIPs":["10.244.0.5","fd00::5"],"nodeName":"node-1"}`,
 		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web","namespace":"ns"},"podName":"web","podUID":"uid-1","podAddress":"fd00::5","podIPs":["fd00::5","10.244.0.5"],"podIPv4":"10.244.0.5","podIPv6":"fd00::5","nodeName":"node-1","hostNetwork":true}`,
 		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web"},"podAddress":"FD00::5","podIPs":["FD00::5"],"hostNetwork":false}`,
+		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web","namespace":"ns"},"podName":"web","podUID":"uid-1","podAddress":"10.244.0.5","podIPs":["10.244.0.5"],"nodeName":"node-1","hostNetwork":false,"terminating":true,"conflict":false}`,
+		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web"},"podName":"web","terminating":false,"conflict":true,"conflictsWith":["Pod ns/b"]}`,
+		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web"},"terminating":null}`,
 		`{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web","namespace":"ns","managedFields":[{"manager":"podtoip-controller","operation":"Update","apiVersion":"example.com/v1","time":"2024-05-01T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:podAddress":{},"f:podIPs":{}}}],"deletionTimestamp":"2024-05-01T10:00:30Z","deletionGracePeriodSeconds":0,"finalizers":["x"],"annotations":{"a":"b"}},"podName":"web","podUID":"u","podAddress":"10.0.0.1"}`,
 		`{"apiVersion":"example.com/v1","kind":"PodToIpList","metadata":{"resourceVersion":"9","continue":"c","remainingItemCount":3},"items":[{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"a","namespace":"ns"},"podName":"a","podUID":"u","podAddress":"10.0.0.1"},{"metadata":{"name":"b"},"podName":"b","podIPs":[]}]}`,
 		`{"apiVersion":"example.com/v1","kind":"PodToIpList","metadata":{},"items":[]}`,

@@ -1,15 +1,17 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,33 +55,71 @@ type historian struct {
 	// namespace scopes the holds this controller opens and closes ("":
 	// all): an IPHistory is cluster-wide, and a controller limited to one
 	// namespace sees no other namespace's pods, so it must not close
-	// their holds as gone.
+	// their holds as gone. Its coverage is its scope's own.
 	namespace string
-	now       func() time.Time
+	// progress and probe prove how far the pod handlers have seen (see
+	// prove); writer names this controller in the coverage.
+	progress *watchProgress
+	probe    func(context.Context) (string, error)
+	writer   string
+	now      func() time.Time
 	// active is set while the workers run (on the leader): the handlers
 	// queue nothing before, activation lists what changed meanwhile.
 	active atomic.Bool
+	// listed reports whether the pod handlers have had the informer's
+	// initial list: from then on, what they see happens as they see it,
+	// so a standby notes it too (seen, for standbyKeep), and the pods that
+	// get an address just before it leads have their start observed. The
+	// initial list's pods are not: they got their addresses before.
+	listed func() bool
+	// noted counts standby notes, to prune the old ones now and then.
+	noted int
 
 	mu sync.Mutex
 	// records maps an IPHistory's name to what was last written to it,
-	// while leading.
+	// while leading; stale names those whose write had an unknown outcome
+	// and could not be read back: they are read before the next write.
 	records map[string]history.Record
-	// previous is the earliest time a change the pod handlers did not see
-	// can have happened: when the previous leader last renewed its lease
-	// (zero if unknown). Set before the workers start.
-	previous time.Time
+	stale   map[string]bool
+	// since is when this leader's handlers started noting changes: the
+	// earliest time its coverage can start.
+	since time.Time
+	// provenUntil is how far the coverage went when this leader started:
+	// every change before it was written by an earlier leader, so a
+	// change the handlers did not see happened after it (zero: nothing is
+	// proven, and a hold's own start is the bound).
+	provenUntil time.Time
+	// coverage is the coverage object as last read or written.
+	coverage *history.IPHistoryCoverage
+	// probes are the last reads of the pods' resourceVersion, oldest
+	// first: a change of a later resourceVersion happened after the
+	// read's time, which bounds when a change seen late happened.
+	probes []probePoint
+	// unproven holds the addresses activation queued: what changed while
+	// no leader saw must be written before the coverage may start.
+	unproven map[string]bool
 	// seen maps each queued address to when the pod handlers saw pods
 	// start or stop holding it: the history can trail the mirrors by
 	// seconds under load, and a hold records when its change was seen,
 	// not when its reconcile ran.
 	seen map[string]map[slim.UID]seenAt
+	// terminatingSince maps the pods seen to begin terminating, while
+	// they last, to when: a terminating pod still holds its address, and
+	// may still use it, until it is gone.
+	terminatingSince map[slim.UID]time.Time
 }
 
 // seenAt is when a pod was first seen to start and to stop holding an
 // address since the address's last reconcile (zero: not seen), and the
 // pod, for a hold that started and ended before the reconcile ran.
 type seenAt struct {
-	start, end           time.Time
+	start, end time.Time
+	// startAfter and endAfter are set for a change seen late (see
+	// changedAfter): it happened after them, and by start or end.
+	startAfter, endAfter time.Time
+	// terminated is when the pod was seen to begin terminating, for an end
+	// that came after it: the hold then ended between the two.
+	terminated           time.Time
 	namespace, pod, node string
 }
 
@@ -90,16 +130,22 @@ func expiryCheck(retention time.Duration) time.Duration {
 	return min(time.Minute, max(retention/2, time.Second))
 }
 
-func newHistorian(client historyWriter, pods cache.Indexer, holders *conflicts.HolderIndex, retention time.Duration, namespace string) *historian {
+func newHistorian(hc *HistoryConfig, pods cache.Indexer, holders *conflicts.HolderIndex) *historian {
 	return &historian{
-		client:    client,
-		pods:      pods,
-		holders:   holders,
-		retention: retention,
-		namespace: namespace,
-		now:       time.Now,
-		records:   map[string]history.Record{},
-		seen:      map[string]map[slim.UID]seenAt{},
+		client:           hc.Client,
+		pods:             pods,
+		holders:          holders,
+		retention:        hc.Retention,
+		namespace:        hc.Namespace,
+		progress:         hc.Progress,
+		probe:            hc.Probe,
+		writer:           hc.Writer,
+		now:              time.Now,
+		records:          map[string]history.Record{},
+		stale:            map[string]bool{},
+		unproven:         map[string]bool{},
+		seen:             map[string]map[slim.UID]seenAt{},
+		terminatingSince: map[slim.UID]time.Time{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBaseDelay, retryMaxDelay),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "iphistory"}),
@@ -111,24 +157,158 @@ func newHistorian(client historyWriter, pods cache.Indexer, holders *conflicts.H
 // gained, or all of them when old and cur are two incarnations of the pod
 // (nil: no pod before, or none after).
 func (h *historian) moved(old, cur *podInfo, was, is []string) {
-	if h == nil || !h.active.Load() {
+	if !h.noting() {
 		return
 	}
 	now := h.now()
 	same := old != nil && cur != nil && old.UID == cur.UID
+	// The change is the newer object's: an update's, or the deletion's
+	// (a deleted pod's last state carries the deletion's version).
+	changed := cur
+	if changed == nil {
+		changed = old
+	}
+	after := h.changedAfter(changed.ResourceVersion, now)
+	var terminated time.Time
+	if old != nil {
+		// Gone, replaced, or finished: its termination, if any, ends here.
+		terminated = h.terminated(old.UID, !same || len(is) == 0)
+	}
 	for _, a := range was {
 		if !same || !slices.Contains(is, a) {
-			h.saw(a, old, func(s *seenAt) { s.end = cmp.Or(s.end, now) })
+			h.saw(a, old, func(s *seenAt) {
+				if s.end.IsZero() {
+					s.end, s.endAfter, s.terminated = now, after, terminated
+				}
+			})
 		}
 	}
 	for _, a := range is {
 		if !same || !slices.Contains(was, a) {
-			h.saw(a, cur, func(s *seenAt) { s.start = cmp.Or(s.start, now) })
+			h.saw(a, cur, func(s *seenAt) {
+				if s.start.IsZero() {
+					s.start, s.startAfter = now, after
+					if created := time.Unix(cur.Created, 0); !after.IsZero() && after.Before(created) {
+						s.startAfter = created // it cannot have started before it existed
+					}
+				}
+			})
 		}
 	}
 }
 
-// saw records a change of pod's hold on addr and queues addr.
+// probePoint is a read of the pods' resourceVersion, and when it was made
+// (before the request was sent).
+type probePoint struct {
+	rv uint64
+	at time.Time
+}
+
+// probeEvery is how often the leader reads the pods' resourceVersion: the
+// finer, the tighter the bound on a change seen late, and the sooner the
+// coverage can be extended. Each read is one list of one pod, from the
+// API server's watch cache.
+const probeEvery = 2 * time.Second
+
+// maxProbes bounds the reads kept: a change seen later than that is
+// bounded by the oldest, which is still true, only looser.
+const maxProbes = 128
+
+// lagTolerance is how long after the last read before it a change may be
+// seen and still count as seen as it happened: the probes' period, twice
+// (one may be late), and a second for the watch's usual delay.
+const lagTolerance = 2*probeEvery + time.Second
+
+// probeNow reads the pods' resourceVersion and keeps it.
+func (h *historian) probeNow(ctx context.Context) (probePoint, error) {
+	at := h.now()
+	s, err := h.probe(ctx)
+	if err != nil {
+		return probePoint{}, fmt.Errorf("reading the pods' resourceVersion: %w", err)
+	}
+	rv, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return probePoint{}, fmt.Errorf("the pods' resourceVersion %q is not a number", s)
+	}
+	p := probePoint{rv: rv, at: at}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.probes) == maxProbes {
+		h.probes = slices.Delete(h.probes, 0, 1)
+	}
+	h.probes = append(h.probes, p)
+	return p, nil
+}
+
+// changedAfter returns when the change of resourceVersion rv, seen at now,
+// happened after at the latest, if that is more than lagTolerance before
+// now; zero if it was seen as it happened. The bound is the last read of
+// the pods' resourceVersion that came before the change (the change's
+// version is later): a pod watch that lagged, or a relist after a stretch
+// of lost watches, delivers changes late, and their hold's start or end is
+// then stated as the interval it is, not as the time it was seen. A change
+// older than every read kept is bounded by nothing: the zero time, which
+// a hold's own start then replaces.
+func (h *historian) changedAfter(rv string, now time.Time) time.Time {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i := sort.Search(len(h.probes), func(i int) bool { return h.probes[i].rv >= v })
+	switch {
+	case i == 0 && len(h.probes) > 0:
+		return time.Unix(0, 0) // before every read kept: no bound
+	case i == 0:
+		return time.Time{} // no read yet: nothing to tell by
+	case now.Sub(h.probes[i-1].at) <= lagTolerance:
+		return time.Time{}
+	}
+	return h.probes[i-1].at
+}
+
+// terminating notes that pod began terminating while holding addrs: its
+// holds stay open until it is gone or finished, and then say that they
+// ended between the two.
+func (h *historian) terminating(pod *podInfo, addrs []string) {
+	if !h.noting() || len(addrs) == 0 {
+		return
+	}
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.terminatingSince[pod.UID]; !ok {
+		h.terminatingSince[pod.UID] = now
+	}
+}
+
+// terminated returns when the pod uid was seen to begin terminating (zero
+// if not), and forgets it if forget is set.
+func (h *historian) terminated(uid slim.UID, forget bool) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.terminatingSince[uid]
+	if forget {
+		delete(h.terminatingSince, uid)
+	}
+	return t
+}
+
+// noting reports whether the pod handlers note what they see: on the
+// leader, and on a standby once the initial list is in.
+func (h *historian) noting() bool {
+	return h != nil && (h.active.Load() || h.listed != nil && h.listed())
+}
+
+// standbyKeep is how long a standby keeps what it saw: a new leader needs
+// what happened since the last leader's coverage ended, which a lease
+// duration and a proof's period bound in a failover; older changes were
+// written by the leader, or are stated as unseen.
+const standbyKeep = 2 * time.Minute
+
+// saw records a change of pod's hold on addr and, on the leader, queues
+// addr.
 func (h *historian) saw(addr string, pod *podInfo, set func(*seenAt)) {
 	h.mu.Lock()
 	byPod := h.seen[addr]
@@ -140,8 +320,30 @@ func (h *historian) saw(addr string, pod *podInfo, set func(*seenAt)) {
 	s.namespace, s.pod, s.node = pod.Namespace, pod.Name, pod.NodeName
 	set(&s)
 	byPod[pod.UID] = s
+	leading := h.active.Load()
+	if !leading {
+		if h.noted++; h.noted%1024 == 0 {
+			h.pruneSeen(h.now().Add(-standbyKeep))
+		}
+	}
 	h.mu.Unlock()
-	h.queue.Add(addr)
+	if leading {
+		h.queue.Add(addr)
+	}
+}
+
+// pruneSeen drops, on a standby, what it saw before before; h.mu is held.
+func (h *historian) pruneSeen(before time.Time) {
+	for a, byPod := range h.seen {
+		for uid, s := range byPod {
+			if s.start.Before(before) && s.end.Before(before) {
+				delete(byPod, uid)
+			}
+		}
+		if len(byPod) == 0 {
+			delete(h.seen, a)
+		}
+	}
 }
 
 // seenOf returns a copy of what was seen of addr since its last reconcile.
@@ -204,8 +406,16 @@ func (h *historian) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing IPHistories: %w", err)
 	}
+	name := history.CoverageName(h.namespace)
+	cov, err := h.client.GetCoverage(ctx, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		cov = nil // nothing proven yet
+	case err != nil:
+		return fmt.Errorf("reading IPHistoryCoverage %s: %w", name, err)
+	}
 	h.mu.Lock()
-	h.records = records
+	h.records, h.coverage = records, cov
 	h.mu.Unlock()
 	return nil
 }
@@ -216,16 +426,20 @@ func (h *historian) load(ctx context.Context) error {
 const historyPageSize = 500
 
 // run reconciles addresses with workers until ctx ends, once it has read
-// the IPHistories; inflight is the context of the API calls (see
-// RunLeading). previous is the earliest time a hold that ended while no
-// leader ran can have ended: when the previous leader last renewed its
-// lease, if known.
-func (h *historian) run(ctx, inflight context.Context, workers int, previous time.Time) {
+// the IPHistories and the coverage; inflight is the context of the API
+// calls (see RunLeading).
+func (h *historian) run(ctx, inflight context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	// Leading from here: the pod handlers note what they see while the
 	// records are read, so a pod that gets an address meanwhile has its
 	// start observed, not stated as unknown.
+	h.mu.Lock()
+	h.since = h.now()
+	h.mu.Unlock()
 	h.active.Store(true)
+	if _, err := h.probeNow(ctx); err != nil && ctx.Err() == nil {
+		klog.FromContext(ctx).V(2).Info("Reading the pods' resourceVersion", "err", err)
+	}
 	err := wait.PollUntilContextCancel(ctx, loadRetry, true, func(ctx context.Context) (bool, error) {
 		err := h.load(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -235,7 +449,7 @@ func (h *historian) run(ctx, inflight context.Context, workers int, previous tim
 	})
 	var wg sync.WaitGroup
 	if err == nil {
-		h.activate(previous)
+		h.activate()
 		for range workers {
 			wg.Go(func() {
 				for h.processNext(ctx, inflight) {
@@ -243,6 +457,8 @@ func (h *historian) run(ctx, inflight context.Context, workers int, previous tim
 			})
 		}
 		wg.Go(func() { h.expireEvery(ctx, expiryCheck(h.retention)) })
+		wg.Go(func() { h.proveEvery(ctx, inflight, proveEvery) })
+		wg.Go(func() { h.probeEvery(ctx, probeEvery) })
 		<-ctx.Done()
 	}
 	h.active.Store(false)
@@ -252,7 +468,9 @@ func (h *historian) run(ctx, inflight context.Context, workers int, previous tim
 	// find again.
 	h.mu.Lock()
 	clear(h.seen)
-	h.records = map[string]history.Record{}
+	clear(h.unproven)
+	clear(h.terminatingSince)
+	h.records, h.stale, h.coverage, h.probes = map[string]history.Record{}, map[string]bool{}, nil, nil
 	h.mu.Unlock()
 }
 
@@ -260,18 +478,27 @@ func (h *historian) run(ctx, inflight context.Context, workers int, previous tim
 // IPHistories again after a failed list.
 const loadRetry = 5 * time.Second
 
-// activate turns on queueing and queues what changed while no leader ran:
+// activate turns on queueing and queues what changed while no leader saw:
 // open holds whose pod no longer holds the address, and holders without an
 // open hold (the history was off, or the pod got the address meanwhile).
 // Their reconcile records that the change was not seen as it happened (the
-// pod handlers saw nothing of it). Addresses in sync queue nothing, so a
-// restart writes nothing.
-func (h *historian) activate(previous time.Time) {
-	h.previous = previous
+// pod handlers saw nothing of it), bounded by how far the coverage went.
+// Until they are written, nothing more is proven. Addresses in sync queue
+// nothing, so a restart writes nothing.
+func (h *historian) activate() {
 	h.active.Store(true)
 	open := map[string][]slim.UID{} // the open holds, by address
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.provenUntil, _ = history.CoveredUntil(h.coverage)
+	queue := func(a string) {
+		h.unproven[a] = true
+		h.queue.Add(a)
+	}
+	h.pruneSeen(h.since.Add(-standbyKeep))
+	for a := range h.seen {
+		h.queue.Add(a) // seen as a standby, or while the records were read
+	}
 	for name, r := range h.records {
 		address, err := history.AddressOf(name)
 		if err != nil {
@@ -283,7 +510,7 @@ func (h *historian) activate(previous time.Time) {
 			}
 			open[address] = append(open[address], hold.UID)
 			if h.inScope(hold.Namespace) && !h.holds(address, hold.UID) {
-				h.queue.Add(address)
+				queue(address)
 			}
 		}
 		if h.expired(r) {
@@ -292,10 +519,16 @@ func (h *historian) activate(previous time.Time) {
 	}
 	for _, obj := range h.pods.List() {
 		pod := obj.(*podInfo)
-		for _, a := range heldAddresses(pod) {
+		held := heldAddresses(pod)
+		for _, a := range held {
 			if !slices.Contains(open[a], pod.UID) {
-				h.queue.Add(a)
+				queue(a)
 			}
+		}
+		if len(held) > 0 && isTerminating(pod) {
+			// Its termination began before this leader saw: from its
+			// start at the latest, the pod may have let go.
+			h.terminatingSince[pod.UID] = h.since
 		}
 	}
 }
@@ -363,6 +596,9 @@ func (h *historian) expireEvery(ctx context.Context, period time.Duration) {
 }
 
 // processNext reconciles one address; false once the queue is shut down.
+// An address is never dropped: its change, and the seen times it carries,
+// would be lost while the coverage said it was written. It is retried
+// with the mirrors' backoff, and the coverage waits for it.
 func (h *historian) processNext(stop, workCtx context.Context) bool {
 	addr, quit := h.queue.Get()
 	if quit {
@@ -374,20 +610,155 @@ func (h *historian) processNext(stop, workCtx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(workCtx, syncTimeout)
 	defer cancel()
-	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(stop), "address", addr))
-	err := h.sync(ctx, addr)
-	switch {
-	case err == nil:
+	logger := klog.LoggerWithValues(klog.FromContext(stop), "address", addr)
+	err := h.sync(klog.NewContext(ctx, logger), addr)
+	if err == nil {
 		h.queue.Forget(addr)
-	case isPermanent(err) && h.queue.NumRequeues(addr) >= maxPermanentRetries:
-		klog.FromContext(ctx).Error(err, "Dropping the IPHistory of an address after repeated rejections")
-		h.queue.Forget(addr)
-		h.forgetSeen(addr, h.seenOf(addr))
-	default:
-		klog.FromContext(ctx).V(2).Info("Retrying the IPHistory of an address", "err", err)
-		h.queue.AddRateLimited(addr)
+		h.mu.Lock()
+		delete(h.unproven, addr)
+		h.mu.Unlock()
+		return true
 	}
+	if n := h.queue.NumRequeues(addr); n+1 == maxPermanentRetries {
+		logger.Error(err, "The IPHistory of an address keeps failing; retrying, and the history's coverage waits for it", "attempts", n+1)
+	} else {
+		logger.V(2).Info("Retrying the IPHistory of an address", "err", err)
+	}
+	h.queue.AddRateLimited(addr)
 	return true
+}
+
+// proveEvery is how often the leader proves how far the history has seen
+// and extends its coverage: a few cheap requests (a one-item list of pods,
+// one write) a period, and how far behind the present "covered" lags
+// when pods change. When none change, a pod watch's bookmark, about once
+// a minute, is what shows that the informer has caught up.
+const proveEvery = 5 * time.Second
+
+// proveWait bounds one proof's waits for the pod handlers and the writes.
+const proveWait = 2 * time.Minute
+
+// probeEvery reads the pods' resourceVersion every period until ctx ends
+// (see changedAfter).
+func (h *historian) probeEvery(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := h.probeNow(ctx); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Reading the pods' resourceVersion", "err", err)
+		}
+	}
+}
+
+// proveEvery extends the coverage every period until ctx ends; its writes
+// use inflight (see RunLeading).
+func (h *historian) proveEvery(ctx, inflight context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := h.prove(ctx, inflight); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Not extending the history's coverage this time", "err", err)
+		}
+	}
+}
+
+// prove extends the coverage to the time at which it starts, once it can
+// show that every pod change made before then is written: a consistent
+// read of the pods gives the resourceVersion of that time; once the pod
+// handlers have processed everything up to it (watchProgress), every
+// change before it has been seen; once every change seen by then is
+// written, it is recorded.
+func (h *historian) prove(ctx, inflight context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, proveWait)
+	defer cancel()
+	p, err := h.probeNow(wctx)
+	if err != nil {
+		return err
+	}
+	at := p.at
+	if !h.progress.caughtUp(wctx, strconv.FormatUint(p.rv, 10), proveTick) {
+		return fmt.Errorf("the pod handlers did not reach resourceVersion %d within %v", p.rv, proveWait)
+	}
+	handled := h.now()
+	for h.pendingBefore(handled) {
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("changes seen before %s are not all written after %v", handled.Format(time.RFC3339), proveWait)
+		case <-time.After(proveTick):
+		}
+	}
+	return h.extend(inflight, at)
+}
+
+// proveTick is how often a proof looks again at what it waits for.
+const proveTick = 100 * time.Millisecond
+
+// pendingBefore reports whether a change seen at or before t, or one that
+// activation found, is still to be written.
+func (h *historian) pendingBefore(t time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.unproven) > 0 {
+		return true
+	}
+	for _, byPod := range h.seen {
+		for _, s := range byPod {
+			if !s.start.IsZero() && !s.start.After(t) || !s.end.IsZero() && !s.end.After(t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// extend records that the history is proven from when this leader started
+// to at, and writes the coverage if that changed it. A write that fails
+// reads the object again next time.
+func (h *historian) extend(ctx context.Context, at time.Time) error {
+	h.mu.Lock()
+	cov, since := h.coverage.DeepCopy(), h.since
+	h.mu.Unlock()
+	name := history.CoverageName(h.namespace)
+	if cov == nil {
+		cov = &history.IPHistoryCoverage{
+			TypeMeta:   metav1.TypeMeta{APIVersion: history.GroupVersion.String(), Kind: history.CoverageKind},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: managedLabels},
+			Namespace:  h.namespace,
+		}
+	}
+	changed := history.Extend(cov, since, at, at.Add(-h.retention))
+	if cov.Retention.Duration != h.retention || cov.Writer != h.writer {
+		cov.Retention.Duration, cov.Writer, changed = h.retention, h.writer, true
+	}
+	if !changed {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	saved, err := h.client.SaveCoverage(ctx, cov)
+	if err != nil {
+		if cur, gerr := h.client.GetCoverage(ctx, name); gerr == nil {
+			h.mu.Lock()
+			h.coverage = cur
+			h.mu.Unlock()
+		}
+		return fmt.Errorf("writing IPHistoryCoverage %s: %w", name, err)
+	}
+	h.mu.Lock()
+	h.coverage = saved
+	h.mu.Unlock()
+	historyWritesTotal.WithLabelValues("coverage").Inc()
+	return nil
 }
 
 // heldFrom returns when the pod uid's holds on addrs began, from the

@@ -14,7 +14,8 @@ import (
 )
 
 func init() {
-	scheme.AddKnownTypes(history.GroupVersion, &history.IPHistory{}, &history.IPHistoryList{})
+	scheme.AddKnownTypes(history.GroupVersion, &history.IPHistory{}, &history.IPHistoryList{},
+		&history.IPHistoryCoverage{}, &history.IPHistoryCoverageList{})
 }
 
 // historyWriter is the set of calls the historian makes on IPHistory
@@ -31,6 +32,12 @@ type historyWriter interface {
 	Delete(ctx context.Context, name string, pre metav1.Preconditions) error
 	Get(ctx context.Context, name string) (*history.IPHistory, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*history.IPHistoryList, error)
+
+	// GetCoverage reads the coverage object name; SaveCoverage creates c
+	// (no resourceVersion) or replaces it (the version it expects) and
+	// returns what the API server stored.
+	GetCoverage(ctx context.Context, name string) (*history.IPHistoryCoverage, error)
+	SaveCoverage(ctx context.Context, c *history.IPHistoryCoverage) (*history.IPHistoryCoverage, error)
 }
 
 // historyClient writes IPHistory objects through the hand-written writer
@@ -72,6 +79,25 @@ func (c *historyClient) List(ctx context.Context, opts metav1.ListOptions) (*his
 func (c *historyClient) Get(ctx context.Context, name string) (*history.IPHistory, error) {
 	out := &history.IPHistory{}
 	err := c.rest.Get().Resource(history.Resource).Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+func (c *historyClient) GetCoverage(ctx context.Context, name string) (*history.IPHistoryCoverage, error) {
+	out := &history.IPHistoryCoverage{}
+	err := c.rest.Get().Resource(history.CoverageResource).Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+// SaveCoverage writes the one coverage object of this controller, a few
+// times a minute: client-go's REST client, not the mirrors' writer, is
+// plenty for that.
+func (c *historyClient) SaveCoverage(ctx context.Context, cov *history.IPHistoryCoverage) (*history.IPHistoryCoverage, error) {
+	out := &history.IPHistoryCoverage{}
+	req := c.rest.Post().Resource(history.CoverageResource)
+	if cov.ResourceVersion != "" {
+		req = c.rest.Put().Resource(history.CoverageResource).Name(cov.Name)
+	}
+	err := req.Param("fieldManager", fieldManager).Body(cov).Do(ctx).Into(out)
 	return out, err
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -24,6 +23,9 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	if err != nil {
 		return nil // not an address: nothing queues one, nothing to do
 	}
+	if err := h.refresh(ctx, name); err != nil {
+		return err
+	}
 	now, seen := h.now(), h.seenOf(addr)
 	r, known := h.record(name)
 	var have, want *history.IPHistory
@@ -35,7 +37,7 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	} else if want, err = history.New(addr); err != nil {
 		return nil
 	}
-	changed := h.converge(want, now, seen)
+	changed, refused := h.converge(want, now, seen)
 	switch {
 	case !known && len(want.Holders) == 0:
 	case !known:
@@ -46,10 +48,40 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	case changed:
 		err = h.update(ctx, name, have, want, func(o *history.IPHistory) { h.converge(o, now, seen) })
 	}
-	if err == nil {
-		h.forgetSeen(addr, seen)
+	switch {
+	case err != nil:
+		return err
+	case refused > 0:
+		// Kept in seen, with their start: opened once a hold ends.
+		return fmt.Errorf("IPHistory %s: %d more pods hold the address than the %d open holds it keeps", name, refused, history.MaxHolds)
 	}
-	return err
+	h.forgetSeen(addr, seen)
+	return nil
+}
+
+// refresh reads the IPHistory name again if a write's outcome was not
+// known and reading it back failed then: the record may not be what the
+// object is, and a patch built from it would be refused, or worse.
+func (h *historian) refresh(ctx context.Context, name string) error {
+	h.mu.Lock()
+	stale := h.stale[name]
+	h.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	o, err := h.client.Get(ctx, name)
+	switch {
+	case err == nil:
+		h.setRecord(name, history.RecordOf(o), true)
+	case apierrors.IsNotFound(err):
+		h.setRecord(name, history.Record{}, false)
+	default:
+		return fmt.Errorf("reading IPHistory %s, whose last write had an unknown outcome: %w", name, err)
+	}
+	h.mu.Lock()
+	delete(h.stale, name)
+	h.mu.Unlock()
+	return nil
 }
 
 // update writes the change from have (a Skeleton of the record) to want
@@ -67,32 +99,52 @@ func (h *historian) update(ctx context.Context, name string, have, want *history
 	return h.write(ctx, name, "update", whole, func() (string, error) { return h.client.Update(ctx, whole) })
 }
 
-// converge changes o to what the pod cache says at now, and reports whether
-// anything changed. A hold starts or ends when the pod handlers saw it do
-// so (seen). A change they did not see happened while no leader ran (or
-// before the history was on): a hold that started then did so after its
-// pod was created and before now; one that ended did so after the
-// previous leader last renewed its lease (or the hold's start, if later)
-// and before now.
-func (h *historian) converge(o *history.IPHistory, now time.Time, seen map[slim.UID]seenAt) bool {
+// converge changes o to what the pod cache says at now, and reports
+// whether anything changed and how many holders could not be given a hold
+// (MaxHolds are open). A hold starts or ends when the pod handlers saw it
+// do so (seen); a pod that was terminating when it ended held the address
+// at least until its termination began, and may have until its end. A
+// change they did not see happened while no leader saw (or before the
+// history was on): one that ended did so after how far the coverage went
+// (provenUntil) or the hold's start, whichever is later, and before now.
+// Holds close before others open: one that ends frees a place.
+func (h *historian) converge(o *history.IPHistory, now time.Time, seen map[slim.UID]seenAt) (changed bool, refused int) {
 	holders := h.holdersOf(o.Address, now, seen)
-	changed := false
-	for _, hold := range holders {
-		changed = history.Open(o, hold) || changed
-	}
 	for _, hold := range history.OpenHolds(o) {
 		if !h.inScope(hold.Namespace) || slices.ContainsFunc(holders, func(x history.Hold) bool { return x.PodUID == hold.PodUID }) {
 			continue
 		}
-		if end := seen[slim.ToUID(hold.PodUID)].end; !end.IsZero() {
-			changed = history.Close(o, hold.PodUID, end, nil) || changed
+		s := seen[slim.ToUID(hold.PodUID)]
+		if s.end.IsZero() {
+			changed = history.Close(o, hold.PodUID, now, &h.provenUntil) || changed
 		} else {
-			changed = history.Close(o, hold.PodUID, now, &h.previous) || changed
+			changed = history.Close(o, hold.PodUID, s.end, endedAfter(s)) || changed
+		}
+	}
+	for _, hold := range holders {
+		if history.Open(o, hold) {
+			changed = true
+		} else if _, open := history.HoldOf(o, hold.PodUID); !open {
+			refused++
 		}
 	}
 	changed = h.addBrief(o, seen) || changed
 	pruned, _ := history.Prune(o, now.Add(-h.retention))
-	return changed || pruned
+	return changed || pruned, refused
+}
+
+// endedAfter returns the earliest time the end seen in s can have
+// happened, nil if it was seen as it happened: the pod may have let go of
+// the address from when its termination began, and a change seen late
+// happened after the bound changedAfter gave.
+func endedAfter(s seenAt) *time.Time {
+	var after *time.Time
+	for _, t := range []time.Time{s.terminated, s.endAfter} {
+		if !t.IsZero() && t.Before(s.end) && (after == nil || t.Before(*after)) {
+			after = &t
+		}
+	}
+	return after
 }
 
 // addBrief records the holds that started and ended between two reconciles
@@ -108,7 +160,11 @@ func (h *historian) addBrief(o *history.IPHistory, seen map[slim.UID]seenAt) boo
 			continue
 		}
 		hold := history.Hold{Namespace: s.namespace, Pod: s.pod, PodUID: id, Node: s.node, From: metav1.NewTime(s.start)}
-		if history.Open(o, hold) && history.Close(o, id, s.end, nil) {
+		if !s.startAfter.IsZero() {
+			before := hold.From
+			hold.From, hold.StartedBefore = metav1.NewTime(s.startAfter), &before
+		}
+		if history.Open(o, hold) && history.Close(o, id, s.end, endedAfter(s)) {
 			changed = true
 		}
 	}
@@ -117,16 +173,25 @@ func (h *historian) addBrief(o *history.IPHistory, seen map[slim.UID]seenAt) boo
 
 // holdersOf returns the holds the cached pods have on addr now: each from
 // when the pod handlers saw it start (seen), or, for a start they did not
-// see, from the pod's creation, started before now.
+// see, from the pod's creation or how far the coverage went, whichever is
+// later (a pod that held it then has a hold), started before now.
 func (h *historian) holdersOf(addr string, now time.Time, seen map[slim.UID]seenAt) []history.Hold {
 	var out []history.Hold
 	for _, pod := range h.holding(addr) {
 		hold := history.Hold{Namespace: pod.Namespace, Pod: pod.Name, PodUID: pod.UID.UID(), Node: pod.NodeName}
-		if t := seen[pod.UID].start; !t.IsZero() {
-			hold.From = metav1.NewTime(t)
+		if s := seen[pod.UID]; !s.start.IsZero() {
+			hold.From = metav1.NewTime(s.start)
+			if !s.startAfter.IsZero() {
+				before := hold.From
+				hold.From, hold.StartedBefore = metav1.NewTime(s.startAfter), &before
+			}
 		} else {
 			before := metav1.NewTime(now)
-			hold.From, hold.StartedBefore = metav1.NewTime(time.Unix(pod.Created, 0)), &before
+			from := time.Unix(pod.Created, 0)
+			if from.Before(h.provenUntil) {
+				from = h.provenUntil
+			}
+			hold.From, hold.StartedBefore = metav1.NewTime(from), &before
 		}
 		out = append(out, hold)
 	}
@@ -148,18 +213,15 @@ func (h *historian) write(ctx context.Context, name, op string, want *history.IP
 	return nil
 }
 
-// errStale is returned for a write that found the IPHistory other than
-// recorded: the record is read again and the address retried.
-var errStale = errors.New("the IPHistory was not as recorded; read it again")
-
-// writeFailed is the error a failed write of name returns. A write that
-// found the object other than recorded (written since, deleted, or there
-// already) reads it again, so that the retry starts from what it is.
+// writeFailed is the error a failed write of name returns, after reading
+// the object again: whatever the failure says (409 or 422 for a write
+// built on a stale record: the API server applies a JSON patch before it
+// checks the resourceVersion it carries; a timeout or a reset connection,
+// after which the write may have landed), the record may no longer be
+// what the object is, so the retry starts from what it is. If the read
+// fails too, the next attempt reads first (refresh).
 func (h *historian) writeFailed(ctx context.Context, name, op string, err error) error {
-	if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("%s IPHistory %s: %w", op, name, err)
-	}
-	klog.FromContext(ctx).V(2).Info("IPHistory not as recorded; reading it again", "iphistory", name, "err", err)
+	klog.FromContext(ctx).V(2).Info("IPHistory write failed; reading it again", "operation", op, "iphistory", name, "err", err)
 	o, gerr := h.client.Get(ctx, name)
 	switch {
 	case gerr == nil:
@@ -167,9 +229,11 @@ func (h *historian) writeFailed(ctx context.Context, name, op string, err error)
 	case apierrors.IsNotFound(gerr):
 		h.setRecord(name, history.Record{}, false)
 	default:
-		return fmt.Errorf("reading IPHistory %s after a %s found it changed: %w", name, op, gerr)
+		h.mu.Lock()
+		h.stale[name] = true
+		h.mu.Unlock()
 	}
-	return errStale
+	return fmt.Errorf("%s IPHistory %s: %w", op, name, err)
 }
 
 // remove deletes an IPHistory with no hold left, if it is still the one

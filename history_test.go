@@ -26,9 +26,12 @@ import (
 // the API server does (the resourceVersion they set is a precondition), and
 // gives a new resourceVersion on every write.
 type fakeHistories struct {
-	calls   []string
-	objects map[string]*history.IPHistory
-	rv      int
+	calls    []string
+	objects  map[string]*history.IPHistory
+	coverage map[string]*history.IPHistoryCoverage
+	rv       int
+	// failGet fails the next Gets, as an unreachable API server would.
+	failGet int
 }
 
 func (f *fakeHistories) stored(op string, h *history.IPHistory) (string, error) {
@@ -68,7 +71,10 @@ func (f *fakeHistories) Patch(_ context.Context, name string, patch []byte) (str
 	}
 	doc, _ := json.Marshal(have)
 	if doc, err = p.Apply(doc); err != nil {
-		return "", err
+		// kube-apiserver applies the patch before it checks the
+		// resourceVersion the patch sets: a patch that names a hold the
+		// object no longer has is refused as invalid, not as a conflict.
+		return "", apierrors.NewInvalid(history.GroupVersion.WithKind(history.Kind).GroupKind(), name, nil)
 	}
 	var out history.IPHistory
 	if err := json.Unmarshal(doc, &out); err != nil {
@@ -100,6 +106,10 @@ func (f *fakeHistories) Delete(_ context.Context, name string, pre metav1.Precon
 }
 
 func (f *fakeHistories) Get(_ context.Context, name string) (*history.IPHistory, error) {
+	if f.failGet > 0 {
+		f.failGet--
+		return nil, errors.New("connection reset by peer")
+	}
 	if o := f.objects[name]; o != nil {
 		return o.DeepCopy(), nil
 	}
@@ -114,6 +124,29 @@ func (f *fakeHistories) List(_ context.Context, opts metav1.ListOptions) (*histo
 	return out, nil
 }
 
+func (f *fakeHistories) GetCoverage(_ context.Context, name string) (*history.IPHistoryCoverage, error) {
+	if c := f.coverage[name]; c != nil {
+		return c.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(history.CoverageGroupVersionResource.GroupResource(), name)
+}
+
+func (f *fakeHistories) SaveCoverage(_ context.Context, c *history.IPHistoryCoverage) (*history.IPHistoryCoverage, error) {
+	have := f.coverage[c.Name]
+	switch {
+	case c.ResourceVersion == "" && have != nil:
+		return nil, apierrors.NewAlreadyExists(history.CoverageGroupVersionResource.GroupResource(), c.Name)
+	case c.ResourceVersion != "" && (have == nil || have.ResourceVersion != c.ResourceVersion):
+		return nil, apierrors.NewConflict(history.CoverageGroupVersionResource.GroupResource(), c.Name, errors.New("changed"))
+	}
+	f.calls = append(f.calls, "coverage "+c.Name)
+	f.rv++
+	out := c.DeepCopy()
+	out.ResourceVersion = fmt.Sprint(f.rv)
+	f.coverage[c.Name] = out
+	return out.DeepCopy(), nil
+}
+
 // historyFixture is a historian on a plain pod cache (with the holder
 // index the pod handlers keep), a fake API server of IPHistories and a
 // clock.
@@ -125,12 +158,26 @@ type historyFixture struct {
 }
 
 func newHistoryFixture(t *testing.T) *historyFixture {
-	f := &historyFixture{t: t, client: &fakeHistories{objects: map[string]*history.IPHistory{}}, now: time.Date(2026, 11, 25, 14, 5, 0, 0, time.UTC)}
-	f.h = newHistorian(f.client, cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil), conflicts.NewHolderIndex(conflicts.MaxListed), time.Hour, "")
+	f := &historyFixture{t: t, now: time.Date(2026, 11, 25, 14, 5, 0, 0, time.UTC),
+		client: &fakeHistories{objects: map[string]*history.IPHistory{}, coverage: map[string]*history.IPHistoryCoverage{}}}
+	hc := &HistoryConfig{Client: f.client, Retention: time.Hour, Progress: &watchProgress{}, Writer: "test"}
+	f.h = newHistorian(hc, cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil), conflicts.NewHolderIndex(conflicts.MaxListed))
 	f.h.now = func() time.Time { return f.now }
 	f.h.active.Store(true) // leading: the pod handlers note when they see a change
 	t.Cleanup(f.h.queue.ShutDown)
 	return f
+}
+
+// provenUntil makes the coverage end at t, as an earlier leader proved
+// it, and reads it as a new leader does.
+func (f *historyFixture) provenUntil(t time.Time) {
+	f.t.Helper()
+	c := &history.IPHistoryCoverage{ObjectMeta: metav1.ObjectMeta{Name: history.CoverageName(f.h.namespace)}, Namespace: f.h.namespace}
+	history.Extend(c, t.Add(-time.Hour), t, t.Add(-f.h.retention))
+	f.client.coverage[c.Name] = c
+	if err := f.h.load(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // addPod caches pod and indexes its addresses, as the pod handlers do.
@@ -257,7 +304,8 @@ func TestHistoryActivationRecordsWhatNoLeaderSaw(t *testing.T) {
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.9"}}
 	}))
 	f.now = start.Add(20 * time.Minute)
-	f.h.activate(previous)
+	f.provenUntil(previous)
+	f.h.activate()
 	if n := f.h.queue.Len(); n != 2 {
 		t.Fatalf("activation queued %d addresses, want 2 (the one in sync not queued)", n)
 	}
@@ -434,10 +482,8 @@ func TestHistoryLeavesOtherNamespacesHolds(t *testing.T) {
 	f.client.objects[o.Name] = o
 	f.client.rv = 1
 	o.UID, o.ResourceVersion = "h-1", "1"
-	if err := f.h.load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	f.h.activate(f.now.Add(-time.Minute))
+	f.provenUntil(f.now.Add(-time.Minute))
+	f.h.activate()
 	if n := f.h.queue.Len(); n != 0 {
 		t.Errorf("activation queued %d addresses as changed while no leader ran; the pod is another namespace's", n)
 	}
@@ -469,8 +515,8 @@ func TestHistoryRereadsWhatChangedUnderneath(t *testing.T) {
 
 	f.now = start.Add(time.Minute)
 	f.deletePod(a)
-	if err := f.h.sync(context.Background(), "10.244.0.5"); !errors.Is(err, errStale) {
-		t.Fatalf("sync over a changed IPHistory = %v, want errStale", err)
+	if err := f.h.sync(context.Background(), "10.244.0.5"); !apierrors.IsConflict(err) {
+		t.Fatalf("sync over a changed IPHistory = %v, want a conflict", err)
 	}
 	f.expectCalls()
 	f.sync("10.244.0.5")
@@ -486,8 +532,8 @@ func TestHistoryRereadsWhatChangedUnderneath(t *testing.T) {
 		p.Name, p.UID = "next", "uid-n"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 	}))
-	if err := f.h.sync(context.Background(), "10.244.0.5"); !errors.Is(err, errStale) {
-		t.Fatalf("sync over a deleted IPHistory = %v, want errStale", err)
+	if err := f.h.sync(context.Background(), "10.244.0.5"); !apierrors.IsNotFound(err) {
+		t.Fatalf("sync over a deleted IPHistory = %v, want not found", err)
 	}
 	f.sync("10.244.0.5")
 	f.expectCalls("create 10.244.0.5")

@@ -19,14 +19,17 @@ import (
 // namespace/name only (the controller never lists by namespace, so it needs
 // no namespace index; the pod handlers keep the index by address, see
 // conflicts.HolderIndex) and holds podInfo, not Pods.
-func newPodInformer(kube kubernetes.Interface, namespace string) (cache.SharedIndexInformer, error) {
+//
+// progress follows what the informer is given, for the history's proof of
+// how far it has seen (see watchProgress); nil leaves it out.
+func newPodInformer(kube kubernetes.Interface, namespace string, progress *watchProgress) (cache.SharedIndexInformer, error) {
 	pods := kube.CoreV1().Pods(namespace)
-	return newInformer(kube, &cache.ListWatch{
+	return newInformer(kube, progress.wrap(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return pods.List(ctx, opts)
 		},
 		WatchFuncWithContext: pods.Watch,
-	}, &corev1.Pod{}, slimPod, nil)
+	}), &corev1.Pod{}, slimPod, nil)
 }
 
 // newMirrorInformer builds the PodToIp informer on the hand-written client.

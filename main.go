@@ -299,7 +299,11 @@ func metricsEndpoint(ctx context.Context, o options, c *clients) (http.Handler, 
 // runController builds the informers and the controller, warms the caches
 // on every replica, and runs the workers here, or only on the leader.
 func runController(ctx context.Context, o options, c *clients, p *probes) error {
-	podInformer, err := newPodInformer(c.kube, o.namespace)
+	var progress *watchProgress
+	if o.historyRetention > 0 {
+		progress = &watchProgress{}
+	}
+	podInformer, err := newPodInformer(c.kube, o.namespace, progress)
 	if err != nil {
 		return err
 	}
@@ -316,7 +320,8 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	inf := Informers{Pods: podInformer, Mirrors: mirrorInformer, Nodes: nodes, IPAddresses: ipAddresses}
 	informers := []cache.SharedIndexInformer{podInformer, mirrorInformer}
 	if o.historyRetention > 0 {
-		inf.History = &HistoryConfig{Client: c.history, Retention: o.historyRetention, Namespace: o.namespace}
+		inf.History = &HistoryConfig{Client: c.history, Retention: o.historyRetention, Namespace: o.namespace,
+			Progress: progress, Probe: podsVersion(c.kube, o.namespace), Writer: writerName()}
 	}
 	controller, err := NewController(ctx, c.mirrors, inf, recorder)
 	if err != nil {
@@ -379,22 +384,58 @@ func buildVersion() string {
 	return "dev"
 }
 
+// podsVersion returns a function that reads the pods' current
+// resourceVersion: a list of one pod, read consistently (no
+// resourceVersion given), which kube-apiserver serves from its watch cache
+// once that has caught up with etcd.
+func podsVersion(kube kubernetes.Interface, namespace string) func(context.Context) (string, error) {
+	pods := kube.CoreV1().Pods(namespace)
+	return func(ctx context.Context) (string, error) {
+		l, err := pods.List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		return l.ResourceVersion, nil
+	}
+}
+
+// writerName names this process in the history's coverage: the pod's name
+// in a cluster (its hostname), else the host's.
+func writerName() string {
+	name, err := os.Hostname()
+	if err != nil {
+		return controllerName
+	}
+	return name
+}
+
 // ipHistoryCRD is what the startup checks say about the IPHistory API.
 var ipHistoryCRD = access.CRD{
 	Kind:         history.Kind,
 	GroupVersion: history.GroupVersion,
 	Resource:     history.Resource,
 	Name:         history.CRDName,
-	InstallHint:  "kubectl apply -f artifacts/crd.yaml' (it installs both CRDs), or turn the history off with '--history-retention=0",
+	InstallHint:  "kubectl apply -f artifacts/crd.yaml' (it installs every CRD), or turn the history off with '--history-retention=0",
 	RBAC:         "artifacts/rbac.yaml",
 }
 
-// historyCRDs is the IPHistory CRD when the history is on.
+// coverageCRD is what the startup checks say about the IPHistoryCoverage
+// API.
+var coverageCRD = access.CRD{
+	Kind:         history.CoverageKind,
+	GroupVersion: history.GroupVersion,
+	Resource:     history.CoverageResource,
+	Name:         history.CoverageCRDName,
+	InstallHint:  ipHistoryCRD.InstallHint,
+	RBAC:         "artifacts/rbac.yaml",
+}
+
+// historyCRDs are the history's CRDs when it is on.
 func (o *options) historyCRDs() []access.CRD {
 	if o.historyRetention == 0 {
 		return nil
 	}
-	return []access.CRD{ipHistoryCRD}
+	return []access.CRD{ipHistoryCRD, coverageCRD}
 }
 
 // historyAccess is what the history needs, for the startup checks.
@@ -405,6 +446,9 @@ func (o *options) historyAccess() []authorizationv1.ResourceAttributes {
 	var out []authorizationv1.ResourceAttributes
 	for _, verb := range []string{"get", "list", "create", "update", "patch", "delete"} {
 		out = append(out, authorizationv1.ResourceAttributes{Verb: verb, Group: history.GroupVersion.Group, Resource: history.Resource})
+	}
+	for _, verb := range []string{"get", "create", "update"} {
+		out = append(out, authorizationv1.ResourceAttributes{Verb: verb, Group: history.GroupVersion.Group, Resource: history.CoverageResource})
 	}
 	return out
 }

@@ -23,13 +23,25 @@ const (
 )
 
 // wantsMirror is the one predicate that decides whether a pod is mirrored:
-// it must have an IP, must not be terminating and must not have finished.
+// it must have an IP and must not have finished. A terminating pod is
+// mirrored (marked terminating) until it is gone: it keeps its addresses
+// until its sandbox is torn down, which is after its grace period, not
+// when the deletion is asked for. A pod whose deletion is final (Gone) is
+// gone already: its object goes next, and marking its mirror terminating
+// first would be a write for nothing.
 func wantsMirror(pod *podInfo) bool {
 	return pod != nil &&
 		pod.PodIP != "" &&
-		pod.DeletionTimestamp == nil &&
 		pod.Phase != corev1.PodSucceeded &&
-		pod.Phase != corev1.PodFailed
+		pod.Phase != corev1.PodFailed &&
+		!pod.Gone
+}
+
+// isTerminating reports whether pod's deletion has been asked for: it has a
+// deletionTimestamp and is only waiting for its grace period, or its
+// kubelet, to end.
+func isTerminating(pod *podInfo) bool {
+	return pod != nil && pod.DeletionTimestamp != nil
 }
 
 // isManaged reports whether the controller owns a PodToIp. It is decided by
@@ -68,6 +80,7 @@ func desiredMirror(pod *podInfo) (*PodToIp, error) {
 		PodIPv6:     addrs.v6,
 		NodeName:    pod.NodeName,
 		HostNetwork: pod.HostNetwork,
+		Terminating: isTerminating(pod),
 	}, nil
 }
 
@@ -91,8 +104,9 @@ func ownerRef(pod *podInfo) metav1.OwnerReference {
 // mirror of an older shape (no podIPv4, podIPv6 or hostNetwork, or an
 // address spelled as its pod spelled it) differs in those fields, so it is
 // brought to the current shape by one update, and never again. One without
-// the conflict fields reads as not in conflict, which is what it shows: it
-// is left alone unless its pod is in conflict.
+// the conflict fields reads as not in conflict, and one without terminating
+// as not terminating, which is what it shows: it is left alone unless its
+// pod is in conflict or terminating.
 func needsUpdate(have *mirrorInfo, want *PodToIp) bool {
 	return have.podName() != want.PodName ||
 		!have.PodUID.Is(want.PodUID) ||
@@ -102,6 +116,7 @@ func needsUpdate(have *mirrorInfo, want *PodToIp) bool {
 		have.podIPv6() != want.PodIPv6 ||
 		have.NodeName != want.NodeName ||
 		have.HostNetwork != want.HostNetwork ||
+		have.Terminating != want.Terminating ||
 		have.Conflict != want.Conflict ||
 		!slices.Equal(have.conflictsWith(), want.ConflictsWith) ||
 		have.labels()[managedByLabel] != want.Labels[managedByLabel] ||
@@ -149,6 +164,7 @@ func applyDesired(have *mirrorInfo, want *PodToIp) *PodToIp {
 		PodIPv6:       want.PodIPv6,
 		NodeName:      want.NodeName,
 		HostNetwork:   want.HostNetwork,
+		Terminating:   want.Terminating,
 		Conflict:      want.Conflict,
 		ConflictsWith: want.ConflictsWith,
 	}
@@ -161,10 +177,13 @@ func applyDesired(have *mirrorInfo, want *PodToIp) *PodToIp {
 
 // mirrorChanged reports whether a pod update can change its mirror. Updates
 // that cannot (most status changes, label edits, resyncs) are dropped in the
-// event handler instead of costing a queue round trip.
+// event handler instead of costing a queue round trip. A pod turning
+// terminating changes its own mirror and, since it stops counting in
+// conflicts, those of the other holders of its addresses.
 func mirrorChanged(old, cur *podInfo) bool {
 	return old.UID != cur.UID ||
 		wantsMirror(old) != wantsMirror(cur) ||
+		isTerminating(old) != isTerminating(cur) ||
 		old.NodeName != cur.NodeName ||
 		old.HostNetwork != cur.HostNetwork ||
 		old.PodIP != cur.PodIP ||

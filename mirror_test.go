@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // The tests describe pods as users see them; these adapters slim them the
@@ -93,10 +94,22 @@ func TestWantsMirror(t *testing.T) {
 		"running with IP": {testPod(), true},
 		"pending with IP": {testPod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }), true},
 		"no IP":           {testPod(func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "", nil }), false},
-		"terminating":     {testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now }), false},
 		"succeeded":       {testPod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), false},
 		"failed":          {testPod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), false},
 		"nil":             {nil, false},
+
+		// A terminating pod keeps its addresses until its sandbox is torn
+		// down, and its mirror until it is gone or finished.
+		"terminating":          {testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now }), true},
+		"terminating, no IP":   {testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.Status.PodIP, p.Status.PodIPs = "", nil }), false},
+		"terminating, failed":  {testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.Status.Phase = corev1.PodFailed }), false},
+		"terminating, pending": {testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.Status.Phase = corev1.PodPending }), true},
+		// Grace period 0: the deletion is final (forced, never bound, or
+		// confirmed by the kubelet); the object goes next.
+		"deletion final": {testPod(func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, new(int64) }), false},
+		"grace period left": {testPod(func(p *corev1.Pod) {
+			p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, ptr.To[int64](30)
+		}), true},
 	} {
 		if got := wantsMirrorFor(tc.pod); got != tc.want {
 			t.Errorf("%s: wantsMirror = %v, want %v", name, got, tc.want)
@@ -126,6 +139,24 @@ func TestDesiredMirror(t *testing.T) {
 	}
 	if desiredFor(testPod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })) != nil {
 		t.Error("failed pod has a desired mirror")
+	}
+	if m.Terminating {
+		t.Error("a running pod's mirror says terminating")
+	}
+	// A terminating pod keeps its mirror, marked, with everything else as
+	// it was; it goes when the pod finishes.
+	now := metav1.Now()
+	leaving := desiredFor(testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now }))
+	if leaving == nil || !leaving.Terminating {
+		t.Fatalf("terminating pod's desired mirror = %+v, want one with terminating set", leaving)
+	}
+	same := leaving.DeepCopy()
+	same.Terminating = false
+	if !reflect.DeepEqual(same, m) {
+		t.Errorf("a terminating pod's mirror differs in more than terminating:\n%+v\n%+v", leaving, m)
+	}
+	if desiredFor(testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.Status.Phase = corev1.PodSucceeded })) != nil {
+		t.Error("a terminating pod that finished has a desired mirror")
 	}
 }
 
@@ -205,6 +236,7 @@ func TestNeedsUpdate(t *testing.T) {
 		"ipv4":                   {func(m *PodToIp) { m.PodIPv4 = "10.0.0.1" }, true},
 		"ipv6":                   {func(m *PodToIp) { m.PodIPv6 = "" }, true},
 		"hostNetwork":            {func(m *PodToIp) { m.HostNetwork = true }, true},
+		"terminating":            {func(m *PodToIp) { m.Terminating = true }, true},
 		"conflict":               {func(m *PodToIp) { m.Conflict, m.ConflictsWith = true, []string{"Pod ns/b"} }, true},
 		"conflict flag only":     {func(m *PodToIp) { m.Conflict = true }, true},
 		"conflicting holders":    {func(m *PodToIp) { m.ConflictsWith = []string{"Node n1"} }, true},
@@ -266,12 +298,21 @@ func TestMirrorChanged(t *testing.T) {
 		"uid":           {func(p *corev1.Pod) { p.UID = "uid-2" }, true},
 		"terminating":   {func(p *corev1.Pod) { p.DeletionTimestamp = &now }, true},
 		"succeeded":     {func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, true},
+		"deleted now":   {func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, new(int64) }, true},
 	} {
 		cur := base.DeepCopy()
 		tc.edit(cur)
 		if got := mirrorChangedFor(base, cur); got != tc.want {
 			t.Errorf("%s: mirrorChanged = %v, want %v", name, got, tc.want)
 		}
+	}
+	// A terminating pod whose deletion becomes final (its kubelet
+	// confirmed it, or it was forced) loses its mirror.
+	leaving := testPod(func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, ptr.To[int64](30) })
+	final := leaving.DeepCopy()
+	final.DeletionGracePeriodSeconds = new(int64)
+	if !mirrorChangedFor(leaving, final) {
+		t.Error("a terminating pod's deletion becoming final is not a mirror change")
 	}
 }
 

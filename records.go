@@ -16,11 +16,12 @@ import (
 // podInfo is what the controller keeps of a pod: the pod informer's
 // transform (slimPod) replaces every decoded Pod by one, so the cache holds
 // a small record per pod instead of a Pod with its spec and status. Of the
-// metadata it keeps
-// only what the controller reads: name, namespace, UID (a recreated pod is
-// another pod), resourceVersion (to skip resyncs) and deletionTimestamp (a
-// terminating pod has no mirror). It does not embed metav1.ObjectMeta, which
-// is larger than the whole record; slim.Meta completes metav1.Object.
+// metadata it keeps only what the controller reads: name, namespace, UID (a
+// recreated pod is another pod), resourceVersion (to skip resyncs),
+// deletionTimestamp (a terminating pod's mirror says so, and it is in
+// conflict with nobody) and whether deletionGracePeriodSeconds is 0 (Gone).
+// It does not embed metav1.ObjectMeta, which is larger than the whole
+// record; slim.Meta completes metav1.Object.
 // Addresses are kept as the pod spells them: the mirror canonicalizes them
 // (addressesOf), and a pod whose address does not parse must still be seen
 // to be reported.
@@ -43,6 +44,12 @@ type podInfo struct {
 	// HostNetwork is spec.hostNetwork: the pod's addresses are its node's,
 	// shared with every other hostNetwork pod there.
 	HostNetwork bool
+	// Gone is set when the deletion is final: deletionTimestamp is set with
+	// deletionGracePeriodSeconds 0. The API server writes that just before
+	// it removes the object (a forced deletion, a pod never bound to a
+	// node), and a kubelet asks for it once the pod's sandbox is torn down.
+	// Either way the pod holds nothing any more.
+	Gone bool
 }
 
 // podInfo is a metav1.Object (slim.Meta), so that the informer's store
@@ -85,12 +92,16 @@ func toPodInfo(pod *corev1.Pod) *podInfo {
 		PodIPs:            ips,
 		Created:           pod.CreationTimestamp.Unix(),
 		HostNetwork:       pod.Spec.HostNetwork,
+		Gone: pod.DeletionTimestamp != nil &&
+			pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0,
 	}
 }
 
-// holder is the pod as the holder index keeps it.
+// holder is the pod as the holder index keeps it. A terminating pod still
+// holds its addresses (the history's holds stay open until it is gone), but
+// the index knows it is terminating so that conflict detection skips it.
 func (p *podInfo) holder() conflicts.Holder {
-	return conflicts.Holder{Key: p.key(), Created: p.Created}
+	return conflicts.Holder{Key: p.key(), Created: p.Created, Terminating: isTerminating(p)}
 }
 
 // reference names the pod in events.
@@ -150,6 +161,7 @@ type mirrorInfo struct {
 	PodIPs          []string
 	NodeName        string
 	HostNetwork     bool
+	Terminating     bool
 	Conflict        bool
 	Deleting        bool
 	// other is nil for a mirror of the usual shape (see above).
@@ -286,6 +298,7 @@ func toMirrorInfo(m *PodToIp) *mirrorInfo {
 		PodIPs:          m.PodIPs,
 		NodeName:        slim.Intern(m.NodeName),
 		HostNetwork:     m.HostNetwork,
+		Terminating:     m.Terminating,
 		Conflict:        m.Conflict,
 		Deleting:        m.DeletionTimestamp != nil,
 	}

@@ -47,12 +47,22 @@ type PodToIp struct {
 	// node's, shared with the node and every hostNetwork pod on it. Always
 	// written, so that a selector on hostNetwork=false finds the others.
 	HostNetwork bool `json:"hostNetwork"`
+	// Terminating is set while the pod has a deletionTimestamp. Such a pod
+	// keeps its addresses, and usually its traffic (draining, preStop
+	// hooks), through its grace period: IPAM frees them only when its
+	// sandbox is torn down. So its mirror stays, marked, until the pod has
+	// finished or its deletion is final (grace period 0, or the object
+	// gone), and "who has this address" still answers, as an EndpointSlice
+	// keeps a terminating endpoint.
+	Terminating bool `json:"terminating,omitempty"`
 	// Conflict is set while another live holder has one of the pod's
 	// addresses: another pod that is not terminating, not finished and not
 	// hostNetwork, a Service's ClusterIP or a Node's address (see
 	// conflicts.go). Always written, so that conflict=true and
-	// conflict=false both select. Never set on a hostNetwork pod's mirror:
-	// sharing its node's addresses is what hostNetwork means.
+	// conflict=false both select. Never set on a hostNetwork pod's mirror
+	// (sharing its node's addresses is what hostNetwork means), nor on a
+	// terminating pod's: a new holder of its address means its sandbox
+	// already let go.
 	Conflict bool `json:"conflict"`
 	// ConflictsWith names the other holders while Conflict is set: "Pod
 	// namespace/name", "Service namespace/name" or "Node name", sorted, at

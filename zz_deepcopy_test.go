@@ -11,6 +11,7 @@ import (
 func fullMirror() *PodToIp {
 	m := desiredFor(testPod(func(p *corev1.Pod) { p.Spec.HostNetwork = true }))
 	m.Conflict, m.ConflictsWith = true, []string{"Node n1", "Pod ns/b"}
+	m.Terminating = true
 	m.Annotations = map[string]string{"a": "1"}
 	m.Finalizers = []string{"f"}
 	m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x"}}
@@ -37,7 +38,7 @@ func TestDeepCopyIsolates(t *testing.T) {
 	*c.OwnerReferences[0].Controller = false
 	c.OwnerReferences[0].UID = "other"
 	c.PodIPs[0] = "192.0.2.1"
-	c.PodIPv4, c.PodIPv6, c.HostNetwork = "192.0.2.1", "", false
+	c.PodIPv4, c.PodIPv6, c.HostNetwork, c.Terminating = "192.0.2.1", "", false, false
 	c.ConflictsWith[0], c.Conflict = "Pod ns/c", false
 	c.DeletionTimestamp.Time = c.DeletionTimestamp.Add(1)
 	if !reflect.DeepEqual(orig, snapshot) {

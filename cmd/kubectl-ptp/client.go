@@ -42,6 +42,9 @@ type mirror struct {
 	HostNetwork       bool     `json:"hostNetwork"`
 	Conflict          bool     `json:"conflict"`
 	ConflictsWith     []string `json:"conflictsWith,omitempty"`
+	// Terminating is set while the pod is being deleted but still holds
+	// its addresses: the next pod may already have one of them.
+	Terminating bool `json:"terminating,omitempty"`
 }
 
 // client asks the API server about PodToIps and IPHistories.
@@ -77,6 +80,11 @@ func (c *client) mirrors(ctx context.Context, fieldSelector string) ([]mirror, e
 			return nil, c.explainList(err, fieldSelector)
 		}
 		for _, item := range list.Items {
+			if item.GetDeletionTimestamp() != nil {
+				// A finalizer keeps it after its pod is gone: a
+				// stale mirror, no holder.
+				continue
+			}
 			var m mirror
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &m); err != nil {
 				return nil, apiError(fmt.Errorf("reading PodToIp %s/%s: %w", item.GetNamespace(), item.GetName(), err))
@@ -126,6 +134,44 @@ func (c *client) history(ctx context.Context, name string) (*history.IPHistory, 
 		return nil, nil, apiError(fmt.Errorf("reading IPHistory %s: %w", name, err))
 	}
 	return &h, u, nil
+}
+
+// coverageRead is the outcome of reading an IPHistoryCoverage: the object,
+// or why there is none to go by.
+type coverageRead struct {
+	name string
+	obj  *history.IPHistoryCoverage
+	// missing, forbidden and notServed say why obj is nil.
+	missing, forbidden, notServed bool
+}
+
+// coverage reads the IPHistoryCoverage named name. One that is missing or
+// may not be read leaves the history unvouched, not the question
+// unanswered: the holds are still worth showing, so only other failures
+// are errors.
+func (c *client) coverage(ctx context.Context, name string) (coverageRead, error) {
+	r := coverageRead{name: name}
+	u, err := c.dyn.Resource(history.CoverageGroupVersionResource).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+	case objectMissing(err):
+		r.missing = true
+		return r, nil
+	case apierrors.IsForbidden(err):
+		r.forbidden = true
+		return r, nil
+	case apierrors.IsNotFound(err):
+		r.notServed = true
+		return r, nil
+	default:
+		return r, apiError(explainCommon(fmt.Errorf("reading IPHistoryCoverage %s: %w", name, err)))
+	}
+	var cov history.IPHistoryCoverage
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cov); err != nil {
+		return r, apiError(fmt.Errorf("reading IPHistoryCoverage %s: %w", name, err))
+	}
+	r.obj = &cov
+	return r, nil
 }
 
 // objectMissing reports whether err says that the object does not exist,

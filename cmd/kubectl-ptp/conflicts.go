@@ -23,6 +23,9 @@ all namespaces unless -n is given), one row per address. A holder is "Pod
 namespace/name", "Service namespace/name" (its ClusterIP) or "Node name",
 as in a PodToIp's conflictsWith.
 
+A terminating pod never counts: its address may already be the next
+pod's. A PodToIp being deleted is stale, and never counts either.
+
 A dual-stack pod's PodToIp names a Service or Node it conflicts with
 without saying on which of the pod's two addresses: such a holder is listed
 under both, marked '?'.
@@ -96,12 +99,17 @@ func (o *options) conflicts(ctx context.Context, cmd *cobra.Command) error {
 // groupConflicts turns the mirrors in conflict into one entry per address.
 // Pods that share an address are its holders; another holder a mirror
 // names (a Service, a Node, or a pod not listed) is on the pod's address,
-// or maybe on either of a dual-stack pod's two.
+// or maybe on either of a dual-stack pod's two. Terminating pods count for
+// nothing: their address may already be the next pod's.
 func groupConflicts(mirrors []mirror) []addressConflict {
 	byAddress := map[string][]string{}
 	byPod := map[string]mirror{}
+	terminating := terminatingPods(mirrors)
 	for _, m := range mirrors {
 		pod := "Pod " + m.Namespace + "/" + m.PodName
+		if terminating[pod] {
+			continue
+		}
 		byPod[pod] = m
 		for _, a := range m.PodIPs {
 			byAddress[a] = append(byAddress[a], pod)
@@ -123,7 +131,7 @@ func groupConflicts(mirrors []mirror) []addressConflict {
 	}
 	for pod, m := range byPod {
 		for _, other := range m.ConflictsWith {
-			if o, ok := byPod[other]; ok && sharesAddress(m, o) {
+			if o, ok := byPod[other]; terminating[other] || ok && sharesAddress(m, o) {
 				continue
 			}
 			for _, a := range m.PodIPs {

@@ -14,6 +14,12 @@ func m(namespace, pod string, ips []string, with ...string) mirror {
 	return x
 }
 
+// terminating marks x's pod as being deleted.
+func terminating(x mirror) mirror {
+	x.Terminating = true
+	return x
+}
+
 func TestGroupConflicts(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -51,6 +57,14 @@ func TestGroupConflicts(t *testing.T) {
 			{Address: "10.0.0.2", Holders: []string{"Pod a/s", "Pod a/t"}},
 			{Address: "10.244.1.7", Holders: []string{"Pod a/p", "Pod a/q", "Pod a/r"}},
 		}},
+		{"a terminating pod and the next", []mirror{
+			terminating(m("shop", "old-1", []string{"10.244.1.7"}, "Pod shop/web-0")),
+			m("shop", "web-0", []string{"10.244.1.7"}, "Pod shop/old-1"),
+		}, []addressConflict{}},
+		{"either order, and a Service besides", []mirror{
+			m("shop", "web-0", []string{"10.244.1.7"}, "Pod shop/old-1", "Service shop/web"),
+			terminating(m("shop", "old-1", []string{"10.244.1.7"}, "Pod shop/web-0", "Service shop/web")),
+		}, []addressConflict{{Address: "10.244.1.7", Holders: []string{"Pod shop/web-0", "Service shop/web"}}}},
 	} {
 		if got := groupConflicts(tc.mirrors); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: groupConflicts = %+v\nwant %+v", tc.name, got, tc.want)
@@ -94,6 +108,20 @@ fd00::2      Node node-1?, Pod dual/d
 	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitFound || res.Kind != "AddressConflicts" ||
 		!reflect.DeepEqual(res.Conflicts, []addressConflict{{Address: "10.244.1.7", Holders: []string{"Pod shop/cart-2", "Pod shop/web-0"}}}) {
 		t.Errorf("conflicts -n shop -o json: %v, exit %d\n%s", err, code, out)
+	}
+}
+
+// TestConflictsSkipsMirrorsBeingDeleted checks that PodToIps being deleted,
+// which a finalizer may keep after their pods are gone, are no holders.
+func TestConflictsSkipsMirrorsBeingDeleted(t *testing.T) {
+	api := newFakeAPI(t)
+	api.lists["conflict=true"] = []string{
+		mirrorJSON{namespace: "shop", pod: "old-1", uid: uidOld, node: "node-1", ips: []string{"10.244.1.7"}, conflict: true, conflictsWith: []string{"Pod shop/web-0"}, deleting: true}.String(),
+		mirrorJSON{namespace: "shop", pod: "web-0", uid: uidWeb, node: "node-2", ips: []string{"10.244.1.7"}, conflict: true, conflictsWith: []string{"Pod shop/old-1"}, deleting: true}.String(),
+	}
+	out, errOut, code := runPtp(t, api, testNow, "conflicts")
+	if out != "" || !strings.HasPrefix(errOut, "no address is held twice") || code != exitNotFound {
+		t.Errorf("conflicts printed %q, stderr %q, exit %d; want none, exit 1", out, errOut, code)
 	}
 }
 

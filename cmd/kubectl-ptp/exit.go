@@ -11,15 +11,20 @@ const (
 	exitNotFound = 1 // asked and answered: nobody, no history, no conflict
 	exitUsage    = 2 // a bad address, time, flag or argument
 	exitAPI      = 3 // the cluster could not be asked
+	// exitNotCovered is nobody found where the history cannot vouch for
+	// the time: unlike exit 1, someone may have held the address unseen.
+	exitNotCovered = 4
 )
 
 const exitCodesHelp = `Exit codes:
   0  found: the answer is printed
-  1  not found: nobody holds or held the address, it has no history, or no
-     address is held twice
+  1  not found: nobody holds or held the address (who-had: at a time the
+     history vouches for), it has no history, or no address is held twice
   2  usage error: a bad address, time, flag or argument
   3  API error: the cluster could not be asked (unreachable, credentials
-     refused, access forbidden, the CRDs not installed)`
+     refused, access forbidden, the CRDs not installed)
+  4  not covered: nobody was found, but the history cannot vouch for the
+     time asked about (who-had): a pod may have held the address unseen`
 
 // exitError is an error with the exit code it ends the command with.
 type exitError struct {
@@ -42,6 +47,12 @@ func usageErrorf(format string, args ...any) error {
 // as an error.
 func notFound(msg string) error {
 	return &exitError{code: exitNotFound, err: errors.New(msg)}
+}
+
+// notCovered is the answer "nobody that the history saw" (exit 4): msg,
+// which says why it cannot vouch for more, is printed as it is.
+func notCovered(msg string) error {
+	return &exitError{code: exitNotCovered, err: errors.New(msg)}
 }
 
 // apiError marks err as a failure to ask the cluster (exit 3).

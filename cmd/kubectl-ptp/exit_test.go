@@ -13,6 +13,7 @@ func TestExitCode(t *testing.T) {
 	}{
 		{nil, 0},
 		{notFound("nobody"), 1},
+		{notCovered("the history cannot vouch for it"), 4},
 		{usageErrorf("bad %s", "address"), 2},
 		{fmt.Errorf("context: %w", usageError(errors.New("bad"))), 2},
 		{apiError(errors.New("refused")), 3},

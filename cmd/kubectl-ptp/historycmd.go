@@ -59,7 +59,7 @@ func (o *options) history(ctx context.Context, cmd *cobra.Command, arg string) e
 	for i, hold := range h.Holders {
 		matches[i] = history.Match{Hold: hold}
 	}
-	if err := printHolds(o.streams.Out, matches); err != nil {
+	if err := printHolds(o.streams.Out, matches, "holds it now"); err != nil {
 		return err
 	}
 	for _, note := range historyNotes(h) {
@@ -87,22 +87,23 @@ func historyNotes(h *history.IPHistory) []string {
 	return notes
 }
 
-// printHolds writes the table of holds.
-func printHolds(out io.Writer, holds []history.Match) error {
+// printHolds writes the table of holds; open is the NOTE of a hold that
+// lasts.
+func printHolds(out io.Writer, holds []history.Match, open string) error {
 	t := newTable(out, "NAMESPACE", "POD", "UID", "NODE", "FROM", "TO", "NOTE")
 	for _, m := range holds {
 		to := "<none>"
 		if m.To != nil {
 			to = formatTime(m.To.Time)
 		}
-		t.row(m.Namespace, m.Pod, string(m.PodUID), orNone(m.Node), formatTime(m.From.Time), to, holdNote(m))
+		t.row(m.Namespace, m.Pod, string(m.PodUID), orNone(m.Node), formatTime(m.From.Time), to, holdNote(m, open))
 	}
 	return t.flush()
 }
 
-// holdNote is the NOTE of a hold: whether it lasts, and when its end was
-// not observed, between which times it lies.
-func holdNote(m history.Match) string {
+// holdNote is the NOTE of a hold: whether it lasts (open says how far),
+// and when its start or end was not observed, between which times it lies.
+func holdNote(m history.Match, open string) string {
 	var note []string
 	if m.Uncertain {
 		note = append(note, "uncertain")
@@ -112,7 +113,7 @@ func holdNote(m history.Match) string {
 	}
 	switch {
 	case m.To == nil:
-		note = append(note, "holds it now")
+		note = append(note, open)
 	case m.EndedAfter != nil:
 		note = append(note, fmt.Sprintf("ended between %s and %s, not observed", formatTime(m.EndedAfter.Time), formatTime(m.To.Time)))
 	}

@@ -87,8 +87,9 @@ func TestHoldNote(t *testing.T) {
 		{history.Match{Hold: history.Hold{To: &to}}, ""},
 		{history.Match{Hold: history.Hold{To: &to, EndedAfter: &after}}, "ended between 2026-05-01T11:00:00Z and 2026-05-01T12:00:00Z, not observed"},
 		{history.Match{Hold: history.Hold{To: &to, EndedAfter: &after}, Uncertain: true}, "uncertain: ended between 2026-05-01T11:00:00Z and 2026-05-01T12:00:00Z, not observed"},
+		{history.Match{Hold: history.Hold{StartedBefore: &after}, Uncertain: true}, "uncertain: started between 0001-01-01T00:00:00Z and 2026-05-01T11:00:00Z, not observed: holds it now"},
 	} {
-		if got := holdNote(tc.m); got != tc.want {
+		if got := holdNote(tc.m, "holds it now"); got != tc.want {
 			t.Errorf("holdNote(%+v) = %q, want %q", tc.m, got, tc.want)
 		}
 	}

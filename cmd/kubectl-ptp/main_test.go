@@ -25,7 +25,8 @@ func TestMain(m *testing.M) {
 }
 
 // fakeAPI serves canned answers of the API server: PodToIp lists by field
-// selector, IPHistory objects by name, and chosen failures. It checks the
+// selector, IPHistory and IPHistoryCoverage objects by name, and chosen
+// failures. It checks the
 // label selector every list must carry, and pages lists of more than
 // pageSize items as the API server does, with continue tokens.
 type fakeAPI struct {
@@ -35,8 +36,11 @@ type fakeAPI struct {
 	lists map[string][]string
 	// histories maps a name to its IPHistory (JSON).
 	histories map[string]string
-	// fail maps a resource ("podtoips", "iphistories") to the status code
-	// and body every request for it gets.
+	// coverages maps a name to its IPHistoryCoverage (JSON).
+	coverages map[string]string
+	// fail maps a resource ("podtoips", "iphistories",
+	// "iphistorycoverages") to the status code and body every request for
+	// it gets.
 	fail     map[string]failure
 	pageSize int
 
@@ -50,7 +54,7 @@ type failure struct {
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
-	api := &fakeAPI{t: t, lists: map[string][]string{}, histories: map[string]string{}, fail: map[string]failure{}, pageSize: 500}
+	api := &fakeAPI{t: t, lists: map[string][]string{}, histories: map[string]string{}, coverages: map[string]string{}, fail: map[string]failure{}, pageSize: 500}
 	srv := httptest.NewServer(http.HandlerFunc(api.serve))
 	t.Cleanup(srv.Close)
 	api.url = srv.URL
@@ -82,16 +86,24 @@ func (api *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && resource == "podtoips" && name == "":
 		api.list(w, r, namespace)
 	case r.Method == http.MethodGet && resource == "iphistories" && name != "" && namespace == "":
-		if obj, ok := api.histories[name]; ok {
-			fmt.Fprint(w, obj)
-			return
-		}
-		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"iphistories.example.com \"%s\" not found","reason":"NotFound","details":{"name":%q,"group":"example.com","kind":"iphistories"},"code":404}`, name, name)
+		api.get(w, resource, name, api.histories)
+	case r.Method == http.MethodGet && resource == "iphistorycoverages" && name != "" && namespace == "":
+		api.get(w, resource, name, api.coverages)
 	default:
 		api.t.Errorf("unexpected request %s %s", r.Method, r.URL)
 		w.WriteHeader(http.StatusNotFound)
 	}
+}
+
+// get serves the object name of resource from objects, or NotFound.
+func (api *fakeAPI) get(w http.ResponseWriter, resource, name string, objects map[string]string) {
+	if obj, ok := objects[name]; ok {
+		fmt.Fprint(w, obj)
+		return
+	}
+	w.WriteHeader(http.StatusNotFound)
+	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"%s.example.com \"%s\" not found","reason":"NotFound","details":{"name":%q,"group":"example.com","kind":%q},"code":404}`,
+		resource, name, name, resource)
 }
 
 func (api *fakeAPI) list(w http.ResponseWriter, r *http.Request, namespace string) {
@@ -127,6 +139,8 @@ type mirrorJSON struct {
 	ips                       []string
 	hostNetwork, conflict     bool
 	conflictsWith             []string
+	// terminating is the pod's being deleted; deleting the PodToIp's.
+	terminating, deleting bool
 }
 
 func (m mirrorJSON) String() string {
@@ -141,6 +155,13 @@ func (m mirrorJSON) String() string {
 	}
 	if len(m.conflictsWith) > 0 {
 		obj["conflictsWith"] = m.conflictsWith
+	}
+	if m.terminating {
+		obj["terminating"] = true
+	}
+	if m.deleting {
+		meta := obj["metadata"].(map[string]any)
+		meta["deletionTimestamp"], meta["finalizers"] = "2026-05-01T15:00:00Z", []string{"example.com/keep"}
 	}
 	data, err := json.Marshal(obj)
 	if err != nil {

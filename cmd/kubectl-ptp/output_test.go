@@ -39,6 +39,7 @@ func TestPrintObject(t *testing.T) {
             "podUID": "0b9a1c2e-1111-4222-8333-000000000001",
             "since": "2026-05-01T09:00:00Z",
             "hostNetwork": false,
+            "terminating": false,
             "conflict": false
         },
         {
@@ -47,6 +48,7 @@ func TestPrintObject(t *testing.T) {
             "podUID": "0b9a1c2e-1111-4222-8333-000000000002",
             "since": null,
             "hostNetwork": true,
+            "terminating": false,
             "conflict": false
         }
     ]

@@ -23,7 +23,9 @@ const rootLong = `Who has, and who had, a pod's IP address.
 
 who-has and conflicts read the PodToIps that podtoip-controller keeps, one
 per pod with an address; who-had and history read its IPHistory objects,
-one per address, which record who held it within the retention window.
+one per address, which record who held it within the retention window,
+and who-had the IPHistoryCoverage that says when the history vouches for
+them.
 An address may be given in any spelling of either family: 10.244.1.7,
 010.244.001.007, fd00::1:7, FD00:0:0:0:0:0:1:7, ::ffff:10.244.1.7.
 
@@ -49,7 +51,7 @@ func newRootCommand(o *options) *cobra.Command {
 	// The commands make no discovery calls, so there is no cache to place.
 	o.flags.CacheDir = nil
 	o.flags.AddFlags(root.PersistentFlags())
-	root.PersistentFlags().Lookup("namespace").Usage = "Only pods of this namespace (who-has, conflicts). All namespaces when unset."
+	root.PersistentFlags().Lookup("namespace").Usage = "Only pods of this namespace (who-has, who-had, conflicts). All namespaces when unset."
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml. A table when unset.")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.CompletionOptions.DisableDefaultCmd = true
@@ -85,7 +87,7 @@ func run(ctx context.Context, args []string, streams genericiooptions.IOStreams,
 	code := exitCode(err)
 	switch code {
 	case exitFound:
-	case exitNotFound:
+	case exitNotFound, exitNotCovered:
 		fmt.Fprintln(streams.ErrOut, err)
 	case exitUsage:
 		fmt.Fprintf(streams.ErrOut, "error: %v\nSee '%s --help' for usage.\n", err, cmd.CommandPath())

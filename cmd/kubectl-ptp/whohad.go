@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,28 +18,41 @@ func newWhoHadCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "who-had ADDRESS --at TIME",
 		Short: "List the pods that held ADDRESS at TIME",
-		Long: `List the pods that held ADDRESS at TIME, from the address's IPHistory.
+		Long: `List the pods that held ADDRESS at TIME, from the address's IPHistory, in
+all namespaces unless -n is given.
 
 TIME is an RFC 3339 time (2026-05-01T14:05:00Z, 2026-05-01T16:05:00+02:00),
 a clock time within the last day in local time (14:05, 14:05:30), or how
 long ago (90m, 2h, 1d12h).
 
+The history vouches for TIME when it is covered: the IPHistoryCoverage all
+(or, with -n, namespace.NAMESPACE) records that every pod change was
+written then, and TIME is not before the history of the address starts
+(its recordedFrom, or its creation minus the retention; without an
+IPHistory, the retention window). Nobody
+found at a covered TIME is the answer nobody (exit 1); at any other, a pod
+may have held the address unseen (exit 4), and pods found may not be all.
+
 A hold whose end podtoip-controller did not see (no leader was running
 then) ended at some time between two: when TIME lies between them, the pod
-is listed as uncertain, "ended between A and B, not observed". Two pods
-listed as certain held the address at once: a conflict, unless one let go
-of it and the other got it within one second (times are kept to the
-second, and both answer for that second).
+is listed as uncertain, "ended between A and B, not observed". A hold that
+lasts is certain only up to the last time the history is proven: after it,
+the pod is listed as uncertain, "holds it as of A". Two pods listed as
+certain held the address at once: a conflict, unless one let go of it and
+the other got it within one second (times are kept to the second, and both
+answer for that second).
 
 With -o json|yaml it prints a WhoHad (apiVersion kubectl-ptp.example.com/v1):
 address, at, recorded (whether the address has a history), recordStart
-(the earliest time the history answers for), dropped, and holders, each a
-hold of the IPHistory (namespace, pod, podUID, node, from, to, endedAfter)
-with uncertain.
+(the earliest time the history answers for), dropped, covered (whether the
+history vouches for at), coveredFrom and coveredUntil (the earliest and
+the latest time it vouches for the address, with gaps possible between),
+and holders, each a hold of the IPHistory (namespace, pod, podUID, node,
+from, to, endedAfter, startedBefore) with uncertain.
 
 ` + exitCodesHelp,
 		Example: `  kubectl ptp who-had 10.244.1.7 --at 2026-05-01T14:05:00Z
-  kubectl ptp who-had 10.244.1.7 --at 14:05
+  kubectl ptp who-had 10.244.1.7 --at 14:05 -n shop
   kubectl ptp who-had fd00::1:7 --at 2h -o yaml`,
 		Args: oneAddress,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -58,9 +72,16 @@ type whoHadResult struct {
 	Recorded bool `json:"recorded"`
 	// RecordStart is the earliest time the history answers for
 	// (history.RecordStart).
-	RecordStart *metav1.Time    `json:"recordStart,omitempty"`
-	Dropped     int32           `json:"dropped,omitempty"`
-	Holders     []history.Match `json:"holders"`
+	RecordStart *metav1.Time `json:"recordStart,omitempty"`
+	Dropped     int32        `json:"dropped,omitempty"`
+	// Covered is whether the history vouches for At: whether nobody found
+	// means nobody.
+	Covered bool `json:"covered"`
+	// CoveredFrom and CoveredUntil are the earliest and the latest time
+	// the history vouches for the address, with gaps possible between.
+	CoveredFrom  *metav1.Time    `json:"coveredFrom,omitempty"`
+	CoveredUntil *metav1.Time    `json:"coveredUntil,omitempty"`
+	Holders      []history.Match `json:"holders"`
 }
 
 func (r *whoHadResult) DeepCopyObject() runtime.Object { return deepCopy(r) }
@@ -73,8 +94,7 @@ func (o *options) whoHad(ctx context.Context, cmd *cobra.Command, arg, atFlag st
 	if atFlag == "" {
 		return usageErrorf("--at TIME is required: give %s", atHelp)
 	}
-	now := o.now()
-	at, err := parseAt(atFlag, now)
+	at, err := parseAt(atFlag, o.now())
 	if err != nil {
 		return err
 	}
@@ -82,41 +102,122 @@ func (o *options) whoHad(ctx context.Context, cmd *cobra.Command, arg, atFlag st
 	if err != nil {
 		return err
 	}
+	// The coverages first: what they vouch for is then written in the
+	// IPHistory read after them.
+	reads, err := c.coverages(ctx)
+	if err != nil {
+		return err
+	}
 	h, _, err := c.history(ctx, a.name)
 	if err != nil {
 		return err
 	}
-	res := &whoHadResult{TypeMeta: resultType("WhoHad"), Address: a.canonical, At: metav1.NewTime(at), Holders: []history.Match{}}
-	if h != nil {
-		res.Recorded, res.Dropped = true, h.Dropped
-		if m := history.At(h, at); m != nil {
-			res.Holders = m
-		}
-		if start, ok := history.RecordStart(h); ok {
-			res.RecordStart = &metav1.Time{Time: start}
-		}
-	}
+	now := o.now()
+	ans := history.WhoHad(h, history.Query{At: at, Now: now, Namespace: c.namespace, Coverages: coverageObjects(reads)})
+	res := newWhoHadResult(a, at, h, ans)
 	if o.output != "" {
 		if err := printObject(o.streams.Out, o.output, res); err != nil {
 			return err
 		}
 	} else if len(res.Holders) > 0 {
-		if err := printHolds(o.streams.Out, res.Holders); err != nil {
+		if err := printHolds(o.streams.Out, res.Holders, openNote(ans, at)); err != nil {
 			return err
 		}
 	}
-	if certain := countCertain(res.Holders); certain > 1 && handedOver(res.Holders) {
-		fmt.Fprintf(o.streams.ErrOut, "note: %s passed from one pod to the next within the second of %s (times are kept to the second)\n", a.canonical, formatTime(at))
-	} else if certain > 1 {
-		fmt.Fprintf(o.streams.ErrOut, "note: %d pods held %s at once at %s: a conflict\n", certain, a.canonical, formatTime(at))
+	if note := togetherNote(res.Holders, a.canonical, at); note != "" {
+		fmt.Fprintln(o.streams.ErrOut, "note: "+note)
 	}
-	if msg := whoHadNote(res, h, now); msg != "" {
-		if len(res.Holders) == 0 {
-			return notFound(msg)
-		}
-		fmt.Fprintln(o.streams.ErrOut, "note: "+msg)
+	q := whoHadQuestion{address: a.canonical, namespace: c.namespace, at: at, now: now}
+	return o.whoHadVerdict(q, ans, h, reads)
+}
+
+// whoHadVerdict ends who-had: with the holders printed, a note when the
+// history cannot vouch that they are all; without, nobody (exit 1) where
+// it vouches for the time and not covered (exit 4) where it does not.
+func (o *options) whoHadVerdict(q whoHadQuestion, ans history.Answer, h *history.IPHistory, reads []coverageRead) error {
+	at := describeAt(q.at, q.now)
+	switch {
+	case len(ans.Matches) == 0 && ans.Covered:
+		return notFound(fmt.Sprintf("nobody%s held %s at %s (covered: the history vouches for it from %s to %s)",
+			q.in(), q.address, at, formatTime(ans.Span.From.Time), formatTime(ans.Span.To.Time)))
+	case len(ans.Matches) == 0:
+		return notCovered(fmt.Sprintf("the history cannot vouch for %s: %s; who%s held %s then is not recorded",
+			at, q.gap(ans, h, reads), q.in(), q.address))
+	case !ans.Covered:
+		fmt.Fprintf(o.streams.ErrOut, "note: the history cannot vouch for %s: %s; other pods may have held %s then too\n",
+			at, q.gap(ans, h, reads), q.address)
 	}
 	return nil
+}
+
+// coverages reads the coverages that may vouch for the holders asked
+// about: that of all namespaces, and with -n that of the namespace.
+func (c *client) coverages(ctx context.Context) ([]coverageRead, error) {
+	names := []string{history.CoverageName("")}
+	if c.namespace != "" {
+		names = append(names, history.CoverageName(c.namespace))
+	}
+	reads := make([]coverageRead, 0, len(names))
+	for _, name := range names {
+		r, err := c.coverage(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		reads = append(reads, r)
+	}
+	return reads, nil
+}
+
+func coverageObjects(reads []coverageRead) []*history.IPHistoryCoverage {
+	out := make([]*history.IPHistoryCoverage, len(reads))
+	for i, r := range reads {
+		out[i] = r.obj
+	}
+	return out
+}
+
+func newWhoHadResult(a address, at time.Time, h *history.IPHistory, ans history.Answer) *whoHadResult {
+	res := &whoHadResult{TypeMeta: resultType("WhoHad"), Address: a.canonical, At: metav1.NewTime(at), Holders: []history.Match{}, Covered: ans.Covered}
+	if h != nil {
+		res.Recorded, res.Dropped = true, h.Dropped
+		if start, ok := history.RecordStart(h); ok {
+			res.RecordStart = &metav1.Time{Time: start}
+		}
+	}
+	if ans.Matches != nil {
+		res.Holders = ans.Matches
+	}
+	if !ans.CoveredFrom.IsZero() {
+		res.CoveredFrom = &metav1.Time{Time: ans.CoveredFrom}
+	}
+	if !ans.CoveredUntil.IsZero() {
+		res.CoveredUntil = &metav1.Time{Time: ans.CoveredUntil}
+	}
+	return res
+}
+
+// openNote is the NOTE of a hold that lasts, as of at: the history proves
+// it held only up to CoveredUntil.
+func openNote(ans history.Answer, at time.Time) string {
+	switch {
+	case ans.CoveredUntil.IsZero():
+		return "holds it as far as its IPHistory says, which no coverage proves"
+	case at.After(ans.CoveredUntil):
+		return fmt.Sprintf("holds it as of %s, the last time the history is proven", formatTime(ans.CoveredUntil))
+	}
+	return "holds it now"
+}
+
+// togetherNote says what two or more certain holders at once are: a
+// handover within one second, or a conflict.
+func togetherNote(holders []history.Match, address string, at time.Time) string {
+	switch certain := countCertain(holders); {
+	case certain > 1 && handedOver(holders):
+		return fmt.Sprintf("%s passed from one pod to the next within the second of %s (times are kept to the second)", address, formatTime(at))
+	case certain > 1:
+		return fmt.Sprintf("%d pods held %s at once at %s: a conflict", certain, address, formatTime(at))
+	}
+	return ""
 }
 
 func countCertain(matches []history.Match) int {
@@ -139,7 +240,7 @@ func handedOver(matches []history.Match) bool {
 				continue
 			}
 			first, next := a.Hold, b.Hold
-			if next.From.Before(&first.From) {
+			if endsFirst(next, first) {
 				first, next = next, first
 			}
 			if first.To == nil || first.To.Time.Sub(next.From.Time) > time.Second {
@@ -150,28 +251,83 @@ func handedOver(matches []history.Match) bool {
 	return true
 }
 
-// whoHadNote says what the answer cannot tell: that nobody held the
-// address as far as h says, or that holds before its start may be missing.
-func whoHadNote(res *whoHadResult, h *history.IPHistory, now time.Time) string {
-	at := describeAt(res.At.Time, now)
-	if h == nil {
-		return fmt.Sprintf("no history of %s: either no pod held it within the retention window or the history is off (--history-retention=0)", res.Address)
+// endsFirst reports whether hold a comes before b in a handover: the
+// earlier start, or with the same start (both rounded down into one
+// second), the one that ended, or that ended first.
+func endsFirst(a, b history.Hold) bool {
+	switch {
+	case !a.From.Equal(&b.From):
+		return a.From.Before(&b.From)
+	case a.To == nil:
+		return false
+	case b.To == nil:
+		return true
 	}
-	if h.RecordedFrom != nil && res.At.Time.Before(h.RecordedFrom.Time) {
+	return a.To.Before(b.To)
+}
+
+// whoHadQuestion is what who-had was asked, for its messages.
+type whoHadQuestion struct {
+	address, namespace string
+	at, now            time.Time
+}
+
+// in says which pods were asked about: those of -n, or all.
+func (q whoHadQuestion) in() string {
+	if q.namespace == "" {
+		return ""
+	}
+	return " in namespace " + q.namespace
+}
+
+// gap says why the history cannot vouch for q.at.
+func (q whoHadQuestion) gap(ans history.Answer, h *history.IPHistory, reads []coverageRead) string {
+	switch ans.Gap {
+	case history.GapOutside:
+		if q.at.After(ans.CoveredUntil) {
+			return fmt.Sprintf("the history is proven up to %s only: it has not caught up yet, or no leader with the history on has run since", formatTime(ans.CoveredUntil))
+		}
+		return "it lies outside the intervals the history covers: no leader with the history on was running then, or the history had not caught up"
+	case history.GapRecordedFrom:
 		why := "older holds are past the retention window"
 		if h.Dropped > 0 {
 			why = fmt.Sprintf("older holds are past the retention window or were dropped (%d, to keep at most %d)", h.Dropped, history.MaxHolds)
 		}
-		if len(res.Holders) == 0 {
-			return fmt.Sprintf("the history of %s starts at %s, after %s: %s; who held it then is not recorded", res.Address, formatTime(h.RecordedFrom.Time), at, why)
+		return fmt.Sprintf("the history of %s is complete from %s: %s", q.address, formatTime(ans.Start), why)
+	case history.GapCreated:
+		return fmt.Sprintf("the history of %s is complete from %s: its IPHistory was created at %s, and holds that ended more than the retention (%s) before then may have been removed with an earlier one",
+			q.address, formatTime(ans.Start), formatTime(h.CreationTimestamp.Time), ans.Retention)
+	case history.GapRetention:
+		return fmt.Sprintf("%s has no IPHistory, which vouches only for the retention window (%s, from %s): holds that ended before it are removed",
+			q.address, ans.Retention, formatTime(ans.Start))
+	}
+	return noCoverage(reads)
+}
+
+// noCoverage says why no coverage vouches for the holders asked about.
+func noCoverage(reads []coverageRead) string {
+	var missing, forbidden, why []string
+	notServed := false
+	for _, r := range reads {
+		switch {
+		case r.missing:
+			missing = append(missing, r.name)
+		case r.forbidden:
+			forbidden = append(forbidden, r.name)
+		case r.notServed:
+			notServed = true
+		default:
+			why = append(why, fmt.Sprintf("IPHistoryCoverage %s vouches for no time of these pods yet", r.name))
 		}
-		return fmt.Sprintf("the history of %s is complete from %s, after %s: %s; other pods may have held it then too", res.Address, formatTime(h.RecordedFrom.Time), at, why)
 	}
-	if len(res.Holders) > 0 {
-		return ""
+	if len(missing) > 0 {
+		why = append(why, fmt.Sprintf("there is no IPHistoryCoverage %s: podtoip-controller is older, or not running with the history on", strings.Join(missing, " or ")))
 	}
-	if res.RecordStart == nil {
-		return fmt.Sprintf("nobody held %s at %s (its history records no hold)", res.Address, at)
+	if len(forbidden) > 0 {
+		why = append(why, fmt.Sprintf("reading IPHistoryCoverage %s is forbidden: ask for get on %s, which the ClusterRole podtoip-controller-view grants", strings.Join(forbidden, " and "), history.CoverageCRDName))
 	}
-	return fmt.Sprintf("nobody held %s at %s (recorded history from %s)", res.Address, at, formatTime(res.RecordStart.Time))
+	if notServed {
+		why = append(why, "the API server does not serve IPHistoryCoverage: install the current CRDs with 'kubectl apply -f artifacts/crd.yaml'")
+	}
+	return strings.Join(why, "; ")
 }

@@ -26,13 +26,19 @@ app.kubernetes.io/managed-by=podtoip-controller), in all namespaces unless
 
 SINCE is when the pod's hold started, from the address's IPHistory; it is
 <unknown> when there is none (the history is off, or the pod is
-hostNetwork, whose addresses are its node's) or it may not be read.
-CONFLICT is true while another pod, a Service or a Node holds an address
-of the pod; HOSTNETWORK is true for a pod that shares its node's address.
+hostNetwork, whose addresses are its node's) or it may not be read, and
+"between A and B" when the start was not observed. CONFLICT is true while
+another pod, a Service or a Node holds an address of the pod; HOSTNETWORK
+is true for a pod that shares its node's address. TERMINATING is true for a
+pod being deleted that still holds the address: the next pod may hold it
+already, and that is no conflict. A PodToIp being deleted itself is
+stale, and never an answer.
 
 With -o json|yaml it prints a WhoHas (apiVersion kubectl-ptp.example.com/v1):
 address, and holders, each with namespace, pod, podUID, node, since (null
-when unknown), hostNetwork, conflict and conflictsWith.
+when unknown), sinceBefore (set when the start was not observed: it lies
+between since and sinceBefore), hostNetwork, terminating, conflict and
+conflictsWith.
 
 ` + exitCodesHelp,
 		Example: `  kubectl ptp who-has 10.244.1.7
@@ -58,10 +64,16 @@ type currentHolder struct {
 	PodUID    string `json:"podUID"`
 	Node      string `json:"node,omitempty"`
 	// Since is when the hold started; null when unknown.
-	Since         *metav1.Time `json:"since"`
-	HostNetwork   bool         `json:"hostNetwork"`
-	Conflict      bool         `json:"conflict"`
-	ConflictsWith []string     `json:"conflictsWith,omitempty"`
+	Since *metav1.Time `json:"since"`
+	// SinceBefore is set when the start was not observed: it lies between
+	// Since and SinceBefore.
+	SinceBefore *metav1.Time `json:"sinceBefore,omitempty"`
+	HostNetwork bool         `json:"hostNetwork"`
+	// Terminating is set while the pod is being deleted but still holds
+	// the address.
+	Terminating   bool     `json:"terminating"`
+	Conflict      bool     `json:"conflict"`
+	ConflictsWith []string `json:"conflictsWith,omitempty"`
 }
 
 func (r *whoHasResult) DeepCopyObject() runtime.Object { return deepCopy(r) }
@@ -102,15 +114,17 @@ func (o *options) whoHas(ctx context.Context, cmd *cobra.Command, arg string) er
 // holdersNow returns the holders the mirrors describe, by namespace and
 // pod, with when each hold started if h records it.
 func holdersNow(mirrors []mirror, h *history.IPHistory) []currentHolder {
+	terminating := terminatingPods(mirrors)
 	out := make([]currentHolder, 0, len(mirrors))
 	for _, m := range mirrors {
 		holder := currentHolder{
 			Namespace: m.Namespace, Pod: m.PodName, PodUID: m.PodUID, Node: m.NodeName,
-			HostNetwork: m.HostNetwork, Conflict: m.Conflict, ConflictsWith: m.ConflictsWith,
+			HostNetwork: m.HostNetwork, Terminating: m.Terminating,
 		}
+		holder.Conflict, holder.ConflictsWith = liveConflict(m, terminating)
 		if h != nil {
 			if hold, ok := history.HoldOf(h, types.UID(m.PodUID)); ok {
-				holder.Since = hold.From.DeepCopy()
+				holder.Since, holder.SinceBefore = hold.From.DeepCopy(), hold.StartedBefore.DeepCopy()
 			}
 		}
 		out = append(out, holder)
@@ -121,6 +135,35 @@ func holdersNow(mirrors []mirror, h *history.IPHistory) []currentHolder {
 	return out
 }
 
+// terminatingPods returns the terminating pods among mirrors, as
+// conflictsWith names them ("Pod namespace/name").
+func terminatingPods(mirrors []mirror) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range mirrors {
+		if m.Terminating {
+			out["Pod "+m.Namespace+"/"+m.PodName] = true
+		}
+	}
+	return out
+}
+
+// liveConflict returns whether m is in conflict, and with whom, leaving out
+// the terminating pods: a terminating pod's address may already be the
+// next pod's, legitimately (docs/conflicts.md), so it is in conflict with
+// nobody, and nobody with it. A conflict named with nobody else is kept.
+func liveConflict(m mirror, terminating map[string]bool) (bool, []string) {
+	if m.Terminating {
+		return false, nil
+	}
+	var with []string
+	for _, other := range m.ConflictsWith {
+		if !terminating[other] {
+			with = append(with, other)
+		}
+	}
+	return m.Conflict && (len(with) > 0 || len(m.ConflictsWith) == 0), with
+}
+
 func (o *options) printWhoHas(res *whoHasResult) error {
 	if o.output != "" {
 		return printObject(o.streams.Out, o.output, res)
@@ -128,13 +171,21 @@ func (o *options) printWhoHas(res *whoHasResult) error {
 	if len(res.Holders) == 0 {
 		return nil
 	}
-	t := newTable(o.streams.Out, "NAMESPACE", "POD", "NODE", "SINCE", "CONFLICT", "HOSTNETWORK")
+	t := newTable(o.streams.Out, "NAMESPACE", "POD", "NODE", "SINCE", "CONFLICT", "HOSTNETWORK", "TERMINATING")
 	for _, h := range res.Holders {
-		since := "<unknown>"
-		if h.Since != nil {
-			since = formatTime(h.Since.Time)
-		}
-		t.row(h.Namespace, h.Pod, orNone(h.Node), since, strconv.FormatBool(h.Conflict), strconv.FormatBool(h.HostNetwork))
+		t.row(h.Namespace, h.Pod, orNone(h.Node), sinceCell(h), strconv.FormatBool(h.Conflict), strconv.FormatBool(h.HostNetwork), strconv.FormatBool(h.Terminating))
 	}
 	return t.flush()
+}
+
+// sinceCell is the SINCE of a holder: when its hold started, or between
+// which two times when that was not observed.
+func sinceCell(h currentHolder) string {
+	switch {
+	case h.Since == nil:
+		return "<unknown>"
+	case h.SinceBefore != nil:
+		return fmt.Sprintf("between %s and %s", formatTime(h.Since.Time), formatTime(h.SinceBefore.Time))
+	}
+	return formatTime(h.Since.Time)
 }

@@ -68,9 +68,9 @@ func TestWhoHas(t *testing.T) {
 		open(h, "shop", "web-0", uidWeb, "node-2", "09:00")
 	})
 	out, errOut, code := runPtp(t, api, testNow, "who-has", "010.244.001.007")
-	want := `NAMESPACE   POD      NODE     SINCE                  CONFLICT   HOSTNETWORK
-shop        cart-2   node-1   <unknown>              true       false
-shop        web-0    node-2   2026-05-01T09:00:00Z   true       false
+	want := `NAMESPACE   POD      NODE     SINCE                  CONFLICT   HOSTNETWORK   TERMINATING
+shop        cart-2   node-1   <unknown>              true       false         false
+shop        web-0    node-2   2026-05-01T09:00:00Z   true       false         false
 `
 	if out != want || errOut != "" || code != exitFound {
 		t.Errorf("who-has printed\n%s\nstderr %q, exit %d; want\n%s", out, errOut, code, want)
@@ -170,5 +170,85 @@ func TestWhoHasHostNetworkPods(t *testing.T) {
 	got := holdersNow(mirrors, nil)
 	if len(got) != 2 || got[0].Pod != "a" || got[1].Pod != "b" || !got[0].HostNetwork || got[0].Since != nil {
 		t.Errorf("holdersNow = %+v; want a then b, hostNetwork, since unknown", got)
+	}
+}
+
+// TestWhoHasStartNotObserved checks a hold whose start was not observed:
+// SINCE is the interval it lies in, and the JSON keeps since as the hold's
+// from and adds sinceBefore.
+func TestWhoHasStartNotObserved(t *testing.T) {
+	api := newFakeAPI(t)
+	api.lists["podIPv4=10.244.1.7"] = []string{mirrorJSON{namespace: "shop", pod: "web-0", uid: uidWeb, node: "node-2", ips: []string{"10.244.1.7"}}.String()}
+	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
+		found := metav1.NewTime(clock("09:10"))
+		history.Open(h, history.Hold{Namespace: "shop", Pod: "web-0", PodUID: uidWeb, Node: "node-2", From: metav1.NewTime(clock("09:00")), StartedBefore: &found})
+	})
+	out, errOut, code := runPtp(t, api, testNow, "who-has", "10.244.1.7")
+	want := `NAMESPACE   POD     NODE     SINCE                                                   CONFLICT   HOSTNETWORK   TERMINATING
+shop        web-0   node-2   between 2026-05-01T09:00:00Z and 2026-05-01T09:10:00Z   false      false         false
+`
+	if out != want || errOut != "" || code != exitFound {
+		t.Errorf("who-has printed\n%s\nstderr %q, exit %d; want\n%s", out, errOut, code, want)
+	}
+	out, _, _ = runPtp(t, api, testNow, "who-has", "10.244.1.7", "-o", "json")
+	var res whoHasResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Holders) != 1 {
+		t.Fatalf("who-has -o json: %v\n%s", err, out)
+	}
+	if h := res.Holders[0]; h.Since == nil || !h.Since.Time.Equal(clock("09:00")) || h.SinceBefore == nil || !h.SinceBefore.Time.Equal(clock("09:10")) {
+		t.Errorf("holder %+v, want since 09:00 and sinceBefore 09:10", h)
+	}
+}
+
+// TestWhoHasTerminating checks a pod being deleted that still holds the
+// address: listed as terminating, and in conflict with nobody, nor the
+// next holder with it.
+func TestWhoHasTerminating(t *testing.T) {
+	api := newFakeAPI(t)
+	api.lists["podIPv4=10.244.1.7"] = []string{
+		mirrorJSON{namespace: "shop", pod: "old-1", uid: uidOld, node: "node-1", ips: []string{"10.244.1.7"}, terminating: true, conflict: true, conflictsWith: []string{"Pod shop/web-0"}}.String(),
+		mirrorJSON{namespace: "shop", pod: "web-0", uid: uidWeb, node: "node-2", ips: []string{"10.244.1.7"}, conflict: true, conflictsWith: []string{"Pod shop/old-1"}}.String(),
+		mirrorJSON{namespace: "shop", pod: "db-0", uid: uidDB, node: "node-3", ips: []string{"10.244.1.7"}, conflict: true, conflictsWith: []string{"Pod shop/old-1", "Service shop/db"}}.String(),
+	}
+	out, errOut, code := runPtp(t, api, testNow, "who-has", "10.244.1.7")
+	want := `NAMESPACE   POD     NODE     SINCE       CONFLICT   HOSTNETWORK   TERMINATING
+shop        db-0    node-3   <unknown>   true       false         false
+shop        old-1   node-1   <unknown>   false      false         true
+shop        web-0   node-2   <unknown>   false      false         false
+`
+	if out != want || errOut != "" || code != exitFound {
+		t.Errorf("who-has printed\n%s\nstderr %q, exit %d; want\n%s", out, errOut, code, want)
+	}
+	out, _, _ = runPtp(t, api, testNow, "who-has", "10.244.1.7", "-o", "json")
+	var res whoHasResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Holders) != 3 {
+		t.Fatalf("who-has -o json: %v\n%s", err, out)
+	}
+	if db, old := res.Holders[0], res.Holders[1]; !reflect.DeepEqual(db.ConflictsWith, []string{"Service shop/db"}) || !old.Terminating || old.Conflict || old.ConflictsWith != nil {
+		t.Errorf("holders %+v; want db-0 in conflict with the Service only, old-1 terminating and in conflict with nobody", res.Holders)
+	}
+	if !strings.Contains(out, `"terminating": true`) || !strings.Contains(out, `"terminating": false`) {
+		t.Errorf("who-has -o json lacks terminating:\n%s", out)
+	}
+}
+
+// TestWhoHasSkipsMirrorsBeingDeleted checks that a PodToIp being deleted,
+// which a finalizer may keep after its pod is gone, is no holder.
+func TestWhoHasSkipsMirrorsBeingDeleted(t *testing.T) {
+	api := newFakeAPI(t)
+	api.lists["podIPv4=10.244.1.7"] = []string{
+		mirrorJSON{namespace: "shop", pod: "old-1", uid: uidOld, node: "node-1", ips: []string{"10.244.1.7"}, deleting: true}.String(),
+		mirrorJSON{namespace: "shop", pod: "web-0", uid: uidWeb, node: "node-2", ips: []string{"10.244.1.7"}}.String(),
+	}
+	api.lists["podIPv4=10.244.1.8"] = []string{
+		mirrorJSON{namespace: "shop", pod: "old-2", uid: uidCart, node: "node-1", ips: []string{"10.244.1.8"}, deleting: true}.String(),
+	}
+	out, _, code := runPtp(t, api, testNow, "who-has", "10.244.1.7")
+	if strings.Contains(out, "old-1") || !strings.Contains(out, "web-0") || code != exitFound {
+		t.Errorf("who-has printed\n%s\nexit %d; want web-0 only", out, code)
+	}
+	out, errOut, code := runPtp(t, api, testNow, "who-has", "10.244.1.8")
+	if out != "" || !strings.HasPrefix(errOut, "nobody holds 10.244.1.8") || code != exitNotFound {
+		t.Errorf("who-has printed %q, stderr %q, exit %d; want nobody, exit 1", out, errOut, code)
 	}
 }

@@ -13,7 +13,7 @@
 // An address is in conflict when, at the same time, it is held by
 //   - two or more live pods: the address is in status.podIPs, the pod is
 //     not terminating, has not finished and is not hostNetwork
-//     (countsAsHolder);
+//     (countsInConflicts);
 //   - a live pod and a Service's ClusterIP (an IPAddress object of
 //     networking.k8s.io/v1, named by the address, whose parentRef is the
 //     Service);
@@ -21,7 +21,11 @@
 //
 // Addresses are compared in canonical form (addr.Canonical). Finished and
 // terminating pods never count: their address may already have been given
-// to another pod, legitimately. The caches see that a pod is terminating
+// to another pod, legitimately. A terminating pod still holds its address
+// until its sandbox is torn down, and keeps its mirror (marked terminating)
+// and its place in the HolderIndex, so the history's hold stays open; but
+// a new holder means its sandbox already let go, so it is in conflict with
+// nobody, and nobody with it. The caches see that a pod is terminating
 // before its address can be reused: the API server records the deletion
 // before the kubelet tears the sandbox down and IPAM frees the address, and
 // an informer applies events in the order of their resourceVersions. So a

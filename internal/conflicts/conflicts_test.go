@@ -309,27 +309,60 @@ func TestConflictCheckTurnsOffOnRefusal(t *testing.T) {
 }
 
 // FuzzHolderIndex moves pods between addresses in any order the fuzzer
-// picks: each pair of bytes sets one of 8 pods' addresses to a subset of 4.
-// After every move the index must name exactly the pods a plain map of
-// sets names, and keep a list only for an address with several holders.
+// picks: each pair of bytes sets one of 8 pods' addresses to a subset of 4
+// and, with bit 3 of the first, makes it terminating (a pod that is not
+// terminating any more is another incarnation). After every move the index
+// must name exactly the pods a plain map of sets names, OldestLive the
+// live ones among them, and keep a list only for an address with several
+// holders; and Move must say which addresses' lists of the oldest live
+// holders (the first listed+1, which every mirror's list is drawn from)
+// changed, and no other.
 func FuzzHolderIndex(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 1, 2, 1, 0, 0, 1, 0, 2, 0})
 	f.Add([]byte{0, 15, 1, 15, 2, 15, 3, 15, 1, 0, 0, 3, 2, 12, 3, 0})
 	f.Add([]byte{7, 5, 7, 10, 7, 5, 6, 5, 7, 0, 6, 0})
+	f.Add([]byte{0, 1, 1, 1, 2, 1, 3, 1, 8, 1, 9, 1, 1, 0, 11, 1, 8, 0, 4, 1})
+	f.Add([]byte{0, 3, 1, 3, 2, 3, 9, 3, 10, 1, 0, 2, 12, 3, 4, 3, 11, 3})
 	addrs := []string{"10.1.0.1", "10.1.0.2", "fd00::1", "fd00::2"}
+	const listed = 2
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		x := NewHolderIndex(MaxListed)
+		x := NewHolderIndex(listed)
 		spec := map[string]map[cache.ObjectName]bool{}
 		held := map[cache.ObjectName][]string{}
+		ending := map[cache.ObjectName]bool{}
+		// oldestLive is the spec's first listed+1 live holders of a, in
+		// the index's order (all were created at once: by key).
+		oldestLive := func(a string) []cache.ObjectName {
+			var live []cache.ObjectName
+			for k := range spec[a] {
+				if !ending[k] {
+					live = append(live, k)
+				}
+			}
+			slices.SortFunc(live, func(p, q cache.ObjectName) int { return strings.Compare(p.Name, q.Name) })
+			return live[:min(len(live), listed+1)]
+		}
 		for i := 0; i+1 < len(ops); i += 2 {
 			key := cache.ObjectName{Namespace: "ns", Name: fmt.Sprint("p", ops[i]%8)}
+			terminating := ops[i]&8 != 0
 			var is []string
 			for b, a := range addrs {
 				if ops[i+1]&(1<<b) != 0 {
 					is = append(is, a)
 				}
 			}
-			x.Move(Holder{Key: key}, held[key], is)
+			before := map[string][]cache.ObjectName{}
+			for _, a := range addrs {
+				before[a] = oldestLive(a)
+			}
+			var affected []string
+			if ending[key] && !terminating {
+				// Another incarnation under the name, as the handler
+				// moves it: the old one goes, the new one comes.
+				affected = append(x.Move(Holder{Key: key, Terminating: true}, held[key], nil), x.Move(Holder{Key: key}, nil, is)...)
+			} else {
+				affected = x.Move(Holder{Key: key, Terminating: terminating}, held[key], is)
+			}
 			for _, a := range held[key] {
 				delete(spec[a], key)
 			}
@@ -339,7 +372,7 @@ func FuzzHolderIndex(f *testing.F) {
 				}
 				spec[a][key] = true
 			}
-			held[key] = is
+			held[key], ending[key] = is, terminating
 			shared := 0
 			for _, a := range addrs {
 				got := map[cache.ObjectName]bool{}
@@ -352,6 +385,20 @@ func FuzzHolderIndex(f *testing.F) {
 				if !maps.Equal(got, spec[a]) && (len(got) > 0 || len(spec[a]) > 0) {
 					t.Fatalf("op %d: holders(%s) = %v, want %v", i/2, a, got, spec[a])
 				}
+				wantLive := 0
+				for k := range spec[a] {
+					if !ending[k] {
+						wantLive++
+					}
+				}
+				keys, total := x.OldestLive(a, listed+1)
+				if now := oldestLive(a); total != wantLive || !slices.Equal(keys, now) {
+					t.Fatalf("op %d: OldestLive(%s) = %v of %d, want %v of %d", i/2, a, keys, total, now, wantLive)
+				}
+				if changed := !slices.Equal(before[a], oldestLive(a)); changed != slices.Contains(affected, a) {
+					t.Fatalf("op %d (%v, terminating %v): the oldest live holders of %s went from %v to %v, but Move said affected %v",
+						i/2, key, terminating, a, before[a], oldestLive(a), affected)
+				}
 				if len(spec[a]) > 1 {
 					shared++
 				}
@@ -361,6 +408,62 @@ func FuzzHolderIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A terminating holder stays indexed but is listed by nobody: Move says
+// affected only where a live holder that others list comes, goes or turns
+// terminating, and OldestLive reads past terminating holders however old.
+func TestHolderIndexTerminating(t *testing.T) {
+	x := NewHolderIndex(2)
+	h := func(name string, created int64, terminating bool) Holder {
+		return Holder{Key: cache.ObjectName{Namespace: "ns", Name: name}, Created: created, Terminating: terminating}
+	}
+	const a = "10.0.0.1"
+	for _, step := range []struct {
+		what     string
+		h        Holder
+		was, is  []string
+		affected bool
+		holders  []string
+		live     []string
+	}{
+		{"a live holder comes", h("p1", 10, false), nil, []string{a}, true, []string{"p1"}, []string{"p1"}},
+		{"it turns terminating", h("p1", 10, true), []string{a}, []string{a}, true, []string{"p1"}, nil},
+		{"unchanged", h("p1", 10, true), []string{a}, []string{a}, false, []string{"p1"}, nil},
+		{"a new pod takes its address", h("p2", 20, false), nil, []string{a}, true, []string{"p1", "p2"}, []string{"p2"}},
+		{"a terminating pod comes", h("p0", 5, true), nil, []string{a}, false, []string{"p0", "p1", "p2"}, []string{"p2"}},
+		{"two more live ones", h("p3", 30, false), nil, []string{a}, true, []string{"p0", "p1", "p2", "p3"}, []string{"p2", "p3"}},
+		{"", h("p4", 40, false), nil, []string{a}, true, []string{"p0", "p1", "p2", "p3", "p4"}, []string{"p2", "p3", "p4"}},
+		{"the newest of a group", h("p5", 50, false), nil, []string{a}, false, []string{"p0", "p1", "p2", "p3", "p4", "p5"}, []string{"p2", "p3", "p4", "p5"}},
+		{"the newest turns terminating", h("p5", 50, true), []string{a}, []string{a}, false, []string{"p0", "p1", "p2", "p3", "p4", "p5"}, []string{"p2", "p3", "p4"}},
+		{"an older one turns terminating", h("p3", 30, true), []string{a}, []string{a}, true, []string{"p0", "p1", "p2", "p3", "p4", "p5"}, []string{"p2", "p4"}},
+		{"a terminating one goes", h("p1", 10, true), []string{a}, nil, false, []string{"p0", "p2", "p3", "p4", "p5"}, []string{"p2", "p4"}},
+		{"the last live ones go", h("p2", 20, false), []string{a}, nil, true, []string{"p0", "p3", "p4", "p5"}, []string{"p4"}},
+		{"", h("p4", 40, false), []string{a}, nil, true, []string{"p0", "p3", "p5"}, nil},
+	} {
+		got := x.Move(step.h, step.was, step.is)
+		if (len(got) > 0) != step.affected {
+			t.Errorf("%s (%s): affected %q, want %v", step.what, step.h.Key.Name, got, step.affected)
+		}
+		var names, live []string
+		for _, k := range x.Holders(a) {
+			names = append(names, k.Name)
+		}
+		keys, total := x.OldestLive(a, 10)
+		for _, k := range keys {
+			live = append(live, k.Name)
+		}
+		if !slices.Equal(names, step.holders) || !slices.Equal(live, step.live) || total != len(step.live) {
+			t.Errorf("%s (%s): holders %q, live %q of %d; want %q and %q", step.what, step.h.Key.Name, names, live, total, step.holders, step.live)
+		}
+	}
+	if keys, total := x.OldestLive("10.9.9.9", 3); keys != nil || total != 0 {
+		t.Errorf("OldestLive of an address nobody holds: %v, %d", keys, total)
+	}
+	var none *HolderIndex
+	if keys, total := none.OldestLive(a, 3); keys != nil || total != 0 {
+		t.Errorf("OldestLive of a nil index: %v, %d", keys, total)
+	}
 }
 
 // holderPattern is the CRD's pattern for a conflictsWith entry.

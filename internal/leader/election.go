@@ -121,7 +121,7 @@ func (e *election) lead(leaseCtx context.Context) {
 	defer close(e.workDone)
 	e.leading.Store(true)
 	e.logger.Info("Became the leader", "identity", e.id, "lease", e.lock.Describe())
-	workCtx, stop := context.WithCancel(context.WithValue(e.ctx, previousKey{}, e.renewals.previousRenewal()))
+	workCtx, stop := context.WithCancel(e.ctx)
 	defer stop()
 	inflight, abort := context.WithCancel(context.WithoutCancel(e.ctx))
 	defer abort()
@@ -193,17 +193,4 @@ func (e *election) result() error {
 	default:
 		return nil
 	}
-}
-
-// previousKey keys the previous leader's last renewal in the context of
-// work.
-type previousKey struct{}
-
-// PreviousRenewal returns, in the context of the work of a leader, when the
-// previous holder of the lease last renewed (or released) it: the last
-// moment another replica is known to have led. ok is false without leader
-// election, or when no other holder was seen.
-func PreviousRenewal(ctx context.Context) (at time.Time, ok bool) {
-	at, _ = ctx.Value(previousKey{}).(time.Time)
-	return at, !at.IsZero()
 }

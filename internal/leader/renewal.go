@@ -20,8 +20,6 @@ type renewalRecorder struct {
 	// time, which a step of the wall clock (NTP) must not change. Zero
 	// until the first success.
 	last time.Time
-	// previous is when another holder last renewed the lease (Get).
-	previous time.Time
 }
 
 func (r *renewalRecorder) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
@@ -36,26 +34,6 @@ func (r *renewalRecorder) Update(ctx context.Context, rec resourcelock.LeaderEle
 	err := r.Interface.Update(ctx, rec)
 	r.record(err, rec, sent)
 	return err
-}
-
-// Get reads the lease record, remembering when another holder last renewed
-// it (or released it): the last moment that holder is known to have led.
-func (r *renewalRecorder) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	rec, raw, err := r.Interface.Get(ctx)
-	if err == nil && rec != nil && rec.HolderIdentity != r.Identity() && !rec.RenewTime.IsZero() {
-		r.mu.Lock()
-		r.previous = rec.RenewTime.Time
-		r.mu.Unlock()
-	}
-	return rec, raw, err
-}
-
-// previousRenewal returns when another holder last renewed the lease, as
-// last read; zero if none was seen.
-func (r *renewalRecorder) previousRenewal() time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.previous
 }
 
 func (r *renewalRecorder) record(err error, rec resourcelock.LeaderElectionRecord, sent time.Time) {

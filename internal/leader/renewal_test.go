@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -43,42 +42,5 @@ func TestLastRenewalIsOurs(t *testing.T) {
 	_ = r.Update(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: "other"})
 	if !r.lastRenewal().IsZero() {
 		t.Error("another holder's record counted as our renewal")
-	}
-}
-
-// readLock answers Get with the record it holds.
-type readLock struct {
-	okLock
-	rec resourcelock.LeaderElectionRecord
-}
-
-func (l *readLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	rec := l.rec
-	return &rec, nil, nil
-}
-
-// TestPreviousRenewalIsAnotherHolders checks what a new leader knows of
-// its predecessor: the last renewal (or release) of the lease by another
-// holder as read while waiting, never its own.
-func TestPreviousRenewalIsAnotherHolders(t *testing.T) {
-	l := &readLock{}
-	r := &renewalRecorder{Interface: l}
-	if !r.previousRenewal().IsZero() {
-		t.Fatal("a previous renewal before any read")
-	}
-	at := metav1.NewTime(time.Date(2026, 11, 25, 14, 0, 0, 0, time.UTC))
-	l.rec = resourcelock.LeaderElectionRecord{HolderIdentity: "old", RenewTime: at}
-	_, _, _ = r.Get(t.Context())
-	l.rec = resourcelock.LeaderElectionRecord{HolderIdentity: "me", RenewTime: metav1.NewTime(at.Add(time.Minute))}
-	_, _, _ = r.Get(t.Context())
-	if got := r.previousRenewal(); !got.Equal(at.Time) {
-		t.Errorf("previous renewal = %v, want the other holder's %v", got, at)
-	}
-	ctx := context.WithValue(t.Context(), previousKey{}, r.previousRenewal())
-	if got, ok := PreviousRenewal(ctx); !ok || !got.Equal(at.Time) {
-		t.Errorf("PreviousRenewal = %v, %v", got, ok)
-	}
-	if _, ok := PreviousRenewal(t.Context()); ok {
-		t.Error("PreviousRenewal without leader election says ok")
 	}
 }

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"example.com/podtoip-controller/internal/history"
+)
+
+// TestHistoryRereadsAfterAnInvalidPatch checks a write built on a stale
+// record that the API server refuses as invalid (422: it applies a JSON
+// patch before it checks the resourceVersion, and the patch names a hold
+// the object no longer has), as two --namespace controllers sharing an
+// address, or a lost response to a prune, make it: the record is read
+// again and the retry closes the hold, instead of failing for good.
+func TestHistoryRereadsAfterAnInvalidPatch(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	old := f.addPod(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID, p.Status.PodIPs = "old", "uid-o", []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	f.sync("10.244.0.5")
+	f.now = start.Add(time.Minute)
+	f.deletePod(old)
+	f.sync("10.244.0.5")
+	web := f.addPod(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.now = start.Add(2 * time.Minute)
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5", "update 10.244.0.5", "update 10.244.0.5")
+
+	// Another writer removes the closed hold: the record still has it, so
+	// the index of web's hold in a patch is past the end.
+	o := f.cached("10.244.0.5")
+	o.Holders = o.Holders[1:]
+	history.Refresh(o)
+	f.client.rv++
+	o.ResourceVersion = fmt.Sprint(f.client.rv)
+
+	f.now = start.Add(3 * time.Minute)
+	f.deletePod(web)
+	if err := f.h.sync(context.Background(), "10.244.0.5"); err == nil {
+		t.Fatal("sync on a stale record succeeded; the fake API server should refuse the patch")
+	}
+	f.sync("10.244.0.5")
+	holds := f.cached("10.244.0.5").Holders
+	if len(holds) != 1 || holds[0].Pod != "web" || holds[0].To == nil || !holds[0].To.Time.Equal(f.now) {
+		t.Errorf("holds = %+v, want web's closed at %v", holds, f.now)
+	}
+}
+
+// TestHistoryReadsFirstWhenAWriteOutcomeIsUnknown checks a write whose
+// outcome is unknown and whose object cannot be read back at once (the
+// connection is gone): the next attempt reads it first, and builds on what
+// it is.
+func TestHistoryReadsFirstWhenAWriteOutcomeIsUnknown(t *testing.T) {
+	f := newHistoryFixture(t)
+	p := f.addPod(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5")
+	// The object changed (a write that landed though its response was
+	// lost), and the read after the failure fails too.
+	o := f.cached("10.244.0.5")
+	f.client.rv++
+	o.ResourceVersion = fmt.Sprint(f.client.rv)
+	f.client.failGet = 1
+	f.now = f.now.Add(time.Minute)
+	f.deletePod(p)
+	if err := f.h.sync(context.Background(), "10.244.0.5"); err == nil {
+		t.Fatal("sync on a changed object succeeded")
+	}
+	f.sync("10.244.0.5")
+	f.expectCalls("update 10.244.0.5")
+	if h := f.cached("10.244.0.5").Holders[0]; h.To == nil {
+		t.Errorf("hold = %+v, want closed", h)
+	}
+}
+
+// TestHistoryClosesBeforeItOpens checks an address held by MaxHolds pods
+// at once when one of them lets go and another takes it in the same pass:
+// the new holder gets its hold (the closed one freed its place).
+func TestHistoryClosesBeforeItOpens(t *testing.T) {
+	f := newHistoryFixture(t)
+	var first *podInfo
+	for i := range history.MaxHolds {
+		p := f.addPod(testPod(func(p *corev1.Pod) {
+			p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+			p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+		}))
+		if i == 0 {
+			first = p
+		}
+	}
+	f.sync("10.244.0.5")
+	f.now = f.now.Add(time.Minute)
+	f.deletePod(first)
+	f.addPod(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "late", "uid-late"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	f.sync("10.244.0.5")
+	o := f.cached("10.244.0.5")
+	if _, ok := history.HoldOf(o, "uid-late"); !ok {
+		t.Errorf("the pod that took the address as another let go has no open hold; holder = %q", o.Holder)
+	}
+}
+
+// TestHistoryActivationBoundsByCoverage checks what a new leader states of
+// a hold that ended while no leader saw: it ended after how far the
+// coverage went, and with no coverage at all after the hold's own start;
+// never after a time nothing proves, such as a lease renewal.
+func TestHistoryActivationBoundsByCoverage(t *testing.T) {
+	for name, proven := range map[string]bool{"coverage": true, "no coverage": false} {
+		t.Run(name, func(t *testing.T) {
+			f := newHistoryFixture(t)
+			start := f.now
+			p := f.addPod(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+			f.sync("10.244.0.5")
+			f.h.active.Store(false)
+			f.deletePod(p)
+			f.now = start.Add(time.Hour)
+			until := start.Add(10 * time.Minute)
+			if proven {
+				f.provenUntil(until)
+			} else if err := f.h.load(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			f.h.activate()
+			f.sync("10.244.0.5")
+			want := start
+			if proven {
+				want = until
+			}
+			hold := f.cached("10.244.0.5").Holders[0]
+			if hold.EndedAfter == nil || !hold.EndedAfter.Time.Equal(want) || hold.To == nil || !hold.To.Time.Equal(f.now) {
+				t.Errorf("hold = %+v, want ended between %v and %v", hold, want, f.now)
+			}
+		})
+	}
+}
+
+// TestHistoryTerminatingPodEndsBetween checks a pod deleted with a grace
+// period: it keeps its hold while it terminates (it still holds the
+// address), and the hold then ends between when its termination began and
+// when it was gone.
+func TestHistoryTerminatingPodEndsBetween(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	p := f.addPod(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5")
+	f.now = start.Add(time.Minute)
+	term := toPodInfo(testPod(func(p *corev1.Pod) {
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+		p.DeletionTimestamp = &metav1.Time{Time: start.Add(90 * time.Second)}
+	}))
+	f.h.terminating(term, []string{"10.244.0.5"})
+	f.now = start.Add(2 * time.Minute)
+	f.deletePod(term)
+	_ = p
+	f.sync("10.244.0.5")
+	hold := f.cached("10.244.0.5").Holders[0]
+	if hold.EndedAfter == nil || !hold.EndedAfter.Time.Equal(start.Add(time.Minute)) || hold.To == nil || !hold.To.Time.Equal(f.now) {
+		t.Errorf("hold = %+v, want ended between %v (termination began) and %v (gone)", hold, start.Add(time.Minute), f.now)
+	}
+}
+
+// TestHistoryProvesOnlyWhatIsWritten checks the coverage: it is extended
+// to a time only once the pod handlers have processed everything the
+// informer was given up to that time's resourceVersion and every change
+// they saw by then is written; a change still being written holds it back.
+func TestHistoryProvesOnlyWhatIsWritten(t *testing.T) {
+	f := newHistoryFixture(t)
+	f.h.probe = func(context.Context) (string, error) { return "100", nil }
+	if err := f.h.load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.h.since = f.now.Add(-time.Minute)
+	f.h.activate()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := f.h.prove(ctx, ctx); err == nil || !strings.Contains(err.Error(), "resourceVersion 100") {
+		t.Fatalf("prove before the informer reached the probe's resourceVersion = %v, want it to wait", err)
+	}
+
+	// The informer is given a pod and the bookmark of version 100; the
+	// handler has not processed the pod yet.
+	lw := f.h.progress.wrap(&cache.ListWatch{WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+		w := watch.NewFake()
+		go func() {
+			w.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", ResourceVersion: "99"}})
+			w.Action(watch.Bookmark, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "100"}})
+		}()
+		return w, nil
+	}})
+	w, _ := lw.WatchFuncWithContext(context.Background(), metav1.ListOptions{})
+	defer w.Stop()
+	<-w.ResultChan()
+	<-w.ResultChan()
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := f.h.prove(ctx, ctx); err == nil {
+		t.Fatal("prove with a pod the handlers have not processed succeeded")
+	}
+	// The handler processes it: a pod got an address, not written yet.
+	f.addPod(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.h.progress.handledOne()
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := f.h.prove(ctx, ctx); err == nil || !strings.Contains(err.Error(), "not all written") {
+		t.Fatalf("prove with a change seen and not written = %v, want it to wait", err)
+	}
+	f.sync("10.244.0.5")
+	if err := f.h.prove(context.Background(), context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := f.client.coverage[history.AllNamespaces]
+	if until, ok := history.CoveredUntil(c); !ok || !until.Equal(f.now) || !c.Intervals[0].From.Time.Equal(f.h.since) {
+		t.Errorf("coverage = %+v, want [%v, %v]", c, f.h.since, f.now)
+	}
+}
+
+// TestHistoryChangeSeenLate checks a change that reached the handlers long
+// after it was made (a pod watch that lagged, a relist after lost
+// watches): its time is stated as the interval from the last read of the
+// pods' resourceVersion before the change to when it was seen, not as the
+// time it was seen.
+func TestHistoryChangeSeenLate(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	version := 100
+	f.h.probe = func(context.Context) (string, error) { return fmt.Sprint(version), nil }
+	if _, err := f.h.probeNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Seen within the tolerance: as it happened.
+	f.now = start.Add(time.Second)
+	p := f.addPod(testPod(func(p *corev1.Pod) {
+		p.ResourceVersion = "101"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	f.sync("10.244.0.5")
+	if h := f.cached("10.244.0.5").Holders[0]; !h.From.Time.Equal(f.now) || h.StartedBefore != nil {
+		t.Errorf("hold seen at once = %+v, want from %v, observed", h, f.now)
+	}
+	// Deleted (version 102) and seen a minute later.
+	f.now = start.Add(time.Minute)
+	gone := toPodInfo(testPod(func(p *corev1.Pod) {
+		p.ResourceVersion = "102"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	_ = p
+	f.deletePod(gone)
+	f.sync("10.244.0.5")
+	h := f.cached("10.244.0.5").Holders[0]
+	// The last read before the deletion was at start, before the hold's
+	// own start: the end lies between that start and when it was seen.
+	if from := start.Add(time.Second); h.EndedAfter == nil || !h.EndedAfter.Time.Equal(from) || h.To == nil || !h.To.Time.Equal(f.now) {
+		t.Errorf("hold whose end was seen late = %+v, want ended between %v and %v", h, from, f.now)
+	}
+}
+
+// TestHistoryStandbyNotesWhatItSees checks a pod that got its address
+// after the pod informer's initial list but before this replica led: the
+// standby saw it happen, so its hold starts when it was seen, observed,
+// not stated as unseen.
+func TestHistoryStandbyNotesWhatItSees(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	f.h.active.Store(false)
+	f.h.listed = func() bool { return true }
+	f.addPod(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	if n := f.h.queue.Len(); n != 0 {
+		t.Fatalf("a standby queued %d addresses", n)
+	}
+	f.now = start.Add(30 * time.Second)
+	if err := f.h.load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.h.since = f.now
+	f.h.activate()
+	f.sync("10.244.0.5")
+	if h := f.cached("10.244.0.5").Holders[0]; !h.From.Time.Equal(start) || h.StartedBefore != nil {
+		t.Errorf("hold = %+v, want from %v, observed", h, start)
+	}
+}

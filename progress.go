@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// watchProgress follows how far the pod handlers have got through what the
+// API server sent. The history may say "every pod change before T is
+// recorded" only once every change made before T has reached the handlers:
+// a pod watch that lags (or stalls while the lease is still renewed) would
+// otherwise let it vouch for changes it has not seen. So it counts what the
+// informer is given (list items, watch events) and what the handlers have
+// processed, and keeps the highest resourceVersion the informer was given
+// (bookmarks included): when that reaches the resourceVersion of a
+// consistent read made at T, and the handlers have processed everything
+// given until then, every change before T has been handled.
+//
+// Counts are compared, not resourceVersions of objects, because a relist
+// hands the informer objects in key order. Only what reaches the store
+// counts: the items of a list once its last page arrived, the initial
+// events of a streaming list once their end was marked; a list cut short
+// is never stored, and counting it would stall the proof for good.
+type watchProgress struct {
+	mu sync.Mutex
+	// rv is the highest resourceVersion given to the informer: of a list,
+	// an event or a bookmark.
+	rv uint64
+	// delivered counts the objects given to the informer that its handlers
+	// will see once each.
+	delivered uint64
+	// handled counts the objects the pod handlers have processed.
+	handled atomic.Uint64
+}
+
+// wrap returns lw with its lists and watches followed by p; p nil: lw.
+func (p *watchProgress) wrap(lw *cache.ListWatch) *cache.ListWatch {
+	if p == nil {
+		return lw
+	}
+	list, watchFn := lw.ListWithContextFunc, lw.WatchFuncWithContext
+	var pages uint64 // items of the list being paged in
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			obj, err := list(ctx, opts)
+			if err != nil {
+				return obj, err
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if opts.Continue == "" {
+				pages = 0 // a new list: a cut one before it was never stored
+			}
+			pages += uint64(meta.LenList(obj))
+			if m, err := meta.ListAccessor(obj); err == nil && m.GetContinue() == "" {
+				p.delivered, pages = p.delivered+pages, 0
+				p.advance(m.GetResourceVersion())
+			}
+			return obj, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			w, err := watchFn(ctx, opts)
+			if err != nil {
+				return w, err
+			}
+			initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+			var pending uint64
+			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				m, err := meta.Accessor(e.Object)
+				if err != nil {
+					return e, true // an error event: the reflector handles it
+				}
+				switch e.Type {
+				case watch.Added, watch.Modified, watch.Deleted:
+					if initial {
+						pending++
+						return e, true
+					}
+					p.delivered++
+				case watch.Bookmark:
+					if initial && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+						p.delivered, pending, initial = p.delivered+pending, 0, false
+					} else if initial {
+						return e, true
+					}
+				default:
+					return e, true
+				}
+				p.advance(m.GetResourceVersion())
+				return e, true
+			}), nil
+		},
+	}
+}
+
+// advance raises rv to the resourceVersion s. Kubernetes resourceVersions
+// are etcd revisions, compared as integers (apimachinery's
+// CompareResourceVersion does the same); one that is not counts as none.
+func (p *watchProgress) advance(s string) {
+	if v, err := strconv.ParseUint(s, 10, 64); err == nil && v > p.rv {
+		p.rv = v
+	}
+}
+
+// handledOne counts an object the pod handlers processed; the handlers
+// call it last, so that what they noted is in place when it counts.
+func (p *watchProgress) handledOne() {
+	if p != nil {
+		p.handled.Add(1)
+	}
+}
+
+// caughtUp waits until the handlers have processed every object the
+// informer was given up to the resourceVersion rv, polling every period,
+// and reports false if ctx ends first.
+func (p *watchProgress) caughtUp(ctx context.Context, rv string, period time.Duration) bool {
+	target, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return false
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var need uint64
+	reached := false
+	for {
+		if !reached {
+			p.mu.Lock()
+			if p.rv >= target {
+				reached, need = true, p.delivered
+			}
+			p.mu.Unlock()
+		}
+		if reached && p.handled.Load() >= need {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
