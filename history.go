@@ -457,8 +457,8 @@ func (h *historian) run(ctx, inflight context.Context, workers int) {
 			})
 		}
 		wg.Go(func() { h.expireEvery(ctx, expiryCheck(h.retention)) })
-		wg.Go(func() { h.proveEvery(ctx, inflight, proveEvery) })
-		wg.Go(func() { h.probeEvery(ctx, probeEvery) })
+		wg.Go(func() { h.proveLoop(ctx, inflight, proveEvery) })
+		wg.Go(func() { h.probeLoop(ctx, probeEvery) })
 		<-ctx.Done()
 	}
 	h.active.Store(false)
@@ -630,17 +630,17 @@ func (h *historian) processNext(stop, workCtx context.Context) bool {
 
 // proveEvery is how often the leader proves how far the history has seen
 // and extends its coverage: a few cheap requests (a one-item list of pods,
-// one write) a period, and how far behind the present "covered" lags
-// when pods change. When none change, a pod watch's bookmark, about once
-// a minute, is what shows that the informer has caught up.
-const proveEvery = 5 * time.Second
+// one write of the coverage) a period, and how far behind the present
+// "covered" lags. When no pod changes, the bookmark of the informer's
+// next short pod watch (watchTimeout) shows that it has caught up.
+const proveEvery = 2 * time.Second
 
 // proveWait bounds one proof's waits for the pod handlers and the writes.
 const proveWait = 2 * time.Minute
 
-// probeEvery reads the pods' resourceVersion every period until ctx ends
+// probeLoop reads the pods' resourceVersion every period until ctx ends
 // (see changedAfter).
-func (h *historian) probeEvery(ctx context.Context, period time.Duration) {
+func (h *historian) probeLoop(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -655,9 +655,9 @@ func (h *historian) probeEvery(ctx context.Context, period time.Duration) {
 	}
 }
 
-// proveEvery extends the coverage every period until ctx ends; its writes
+// proveLoop extends the coverage every period until ctx ends; its writes
 // use inflight (see RunLeading).
-func (h *historian) proveEvery(ctx, inflight context.Context, period time.Duration) {
+func (h *historian) proveLoop(ctx, inflight context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {

@@ -68,11 +68,20 @@ func (p *watchProgress) wrap(lw *cache.ListWatch) *cache.ListWatch {
 			return obj, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+			if !initial {
+				// kube-apiserver sends a watch's bookmark two seconds before
+				// its timeout, else once a minute: a short watch shows
+				// within seconds that the informer has caught up when no
+				// pod changes (the reflector starts the next one from
+				// where this one ended). An initial list may take longer.
+				timeout := int64(watchTimeout / time.Second)
+				opts.TimeoutSeconds = &timeout
+			}
 			w, err := watchFn(ctx, opts)
 			if err != nil {
 				return w, err
 			}
-			initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 			var pending uint64
 			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 				p.mu.Lock()
@@ -103,6 +112,10 @@ func (p *watchProgress) wrap(lw *cache.ListWatch) *cache.ListWatch {
 		},
 	}
 }
+
+// watchTimeout is how long each pod watch after the initial list lasts:
+// its bookmark comes two seconds before it ends (see wrap).
+const watchTimeout = 6 * time.Second
 
 // advance raises rv to the resourceVersion s. Kubernetes resourceVersions
 // are etcd revisions, compared as integers (apimachinery's

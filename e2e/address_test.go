@@ -83,14 +83,15 @@ func TestAddressLookupAnyAddress(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if got := strings.Join(strings.Fields(lines[0]), " "); got != "NAME POD ADDRESS NODE HOSTNETWORK CONFLICT AGE IPV4 IPV6 CONFLICTSWITH" {
+		if got := strings.Join(strings.Fields(lines[0]), " "); got != "NAME POD ADDRESS NODE HOSTNETWORK CONFLICT TERMINATING AGE IPV4 IPV6 CONFLICTSWITH" {
 			t.Errorf("kubectl get ptp -o wide header = %q", got)
 		}
 		for _, row := range [][]string{{"v4-primary", "10.244.80.1", "fd00::80:1"}, {"v6-primary", "10.244.80.2", "fd00::80:2"}} {
 			ok := false
 			for _, l := range lines[1:] {
 				f := strings.Fields(l)
-				// CONFLICTSWITH is empty: no conflict here.
+				// TERMINATING and CONFLICTSWITH are empty: no pod is
+				// terminating, none is in conflict.
 				ok = ok || (len(f) == 9 && f[0] == row[0] && f[7] == row[1] && f[8] == row[2])
 			}
 			if !ok {
@@ -132,7 +133,7 @@ func TestAddressLookupAnyAddress(t *testing.T) {
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		// Not in conflict either: hostNetwork pods share by design.
-		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAMESPACE NAME POD ADDRESS NODE HOSTNETWORK CONFLICT AGE" ||
+		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAMESPACE NAME POD ADDRESS NODE HOSTNETWORK CONFLICT TERMINATING AGE" ||
 			!framework.HasRow(lines, ns, "host-a", "host-a", "10.244.80.250", "node-80", "true", "false") ||
 			!framework.HasRow(lines, ns, "host-b", "host-b", "10.244.80.250", "node-80", "true", "false") {
 			t.Errorf("lookup of a node's address:\n%s\nwant both hostNetwork pods, HOSTNETWORK true", out)

@@ -83,6 +83,28 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 	put("twin-b", managed, suite.RunningPod(t, ns, "twin-b", []string{"10.244.90.10"}), "10.244.90.10")
 	put("alone", managed, suite.RunningPod(t, ns, "alone", []string{"10.244.90.11"}), "10.244.90.11")
 	conflictPatch("alone", "Pod "+ns+"/nobody")
+	// Terminating pods (bound to a node and deleted gracefully: no kubelet
+	// confirms, so they stay): leaving's mirror says terminating and is in
+	// conflict with nobody, nor is successor's, given leaving's address;
+	// unmarked's does not say its pod is terminating.
+	terminating := func(name, ip string, marked bool) {
+		t.Helper()
+		put(name, managed, suite.RunningPod(t, ns, name, []string{ip}, framework.OnNode("node-90")), ip)
+		patch := `{"nodeName":"node-90"}`
+		if marked {
+			patch = `{"nodeName":"node-90","terminating":true}`
+		}
+		if _, err := suite.Mirrors(ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		suite.DeletePod(t, ns, name, false)
+		if pod, err := cp.Kube.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{}); err != nil || pod.DeletionTimestamp == nil {
+			t.Fatalf("pod %s after a graceful delete: %v (err %v), want it terminating", name, pod, err)
+		}
+	}
+	terminating("leaving", "10.244.90.12", true)
+	put("successor", managed, suite.RunningPod(t, ns, "successor", []string{"10.244.90.12"}), "10.244.90.12")
+	terminating("unmarked", "10.244.90.13", false)
 
 	c, err := suite.MeasureConvergence(t.Context(), foreign, ns)
 	if err != nil {
@@ -92,20 +114,22 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 	counts := func(c framework.Convergence) [5]int {
 		return [5]int{c.Missing, c.Stale, c.Orphan, c.ForeignTouched, c.Unmanaged}
 	}
-	want := framework.Convergence{Missing: 1, Stale: 5, Orphan: 1, Unmanaged: 2}
+	want := framework.Convergence{Missing: 1, Stale: 6, Orphan: 1, Unmanaged: 2}
 	if counts(c) != counts(want) || c.OK() {
 		t.Errorf("checker counts %v, want %+v and not ok", c, want)
 	}
 	for _, d := range []string{"unmanaged " + ns + "/unlabelled", "unmanaged " + ns + "/theirs", "missing " + ns + "/missing",
 		"stale " + ns + "/stale", "stale " + ns + "/old-shape", "stale " + ns + "/host", "orphan " + ns + "/orphan",
-		"stale " + ns + "/twin-b", "stale " + ns + "/alone"} {
+		"stale " + ns + "/twin-b", "stale " + ns + "/alone", "stale " + ns + "/unmarked"} {
 		if !slices.ContainsFunc(c.Details, func(s string) bool { return strings.HasPrefix(s, d) }) {
 			t.Errorf("details %q do not name %q", c.Details, d)
 		}
 	}
 
-	if slices.ContainsFunc(c.Details, func(s string) bool { return strings.HasPrefix(s, "stale "+ns+"/twin-a") }) {
-		t.Errorf("details %q name twin-a, whose mirror shows its conflict", c.Details)
+	for _, name := range []string{"twin-a", "leaving", "successor"} {
+		if slices.ContainsFunc(c.Details, func(s string) bool { return strings.HasPrefix(s, "stale "+ns+"/"+name+":") }) {
+			t.Errorf("details %q name %s, whose mirror is right", c.Details, name)
+		}
 	}
 
 	// Registered, the unlabelled objects satisfy their pods; touched, a
@@ -123,7 +147,7 @@ func TestCheckerJudgesEveryPodToIp(t *testing.T) {
 	if c, err = suite.MeasureConvergence(t.Context(), foreign, ns); err != nil {
 		t.Fatal(err)
 	}
-	if want := (framework.Convergence{Missing: 1, Stale: 5, Orphan: 1, ForeignTouched: 1}); counts(c) != counts(want) {
+	if want := (framework.Convergence{Missing: 1, Stale: 6, Orphan: 1, ForeignTouched: 1}); counts(c) != counts(want) {
 		t.Errorf("with the unlabelled objects registered and one of them changed: %v, want %+v", c, want)
 	}
 }

@@ -666,11 +666,15 @@ type observedHold struct {
 	uid        types.UID
 	pod        string
 	start, end time.Time // end zero while it lasts
+	// terminated is when the pod was seen to begin terminating while it
+	// held the address (zero if it did not): it holds it until it is gone.
+	terminated time.Time
 }
 
 // watchHolds records, from a watch of ns's pods, when each pod started and
-// stopped holding each of its addresses (as the controller counts a
-// holder: an address, not hostNetwork, not terminating, not finished).
+// stopped holding each of its addresses (an address, not hostNetwork, not
+// finished, not gone: a terminating pod still holds its addresses), and
+// when it began terminating.
 // stop ends the watch and returns the holds by address, in order of start.
 func watchHolds(t *testing.T, c *controlplane.Cluster, ns string) (stop func() map[string][]observedHold) {
 	t.Helper()
@@ -690,8 +694,18 @@ func watchHolds(t *testing.T, c *controlplane.Cluster, ns string) (stop func() m
 			}
 			now := time.Now()
 			var is []string
-			if ev.Type != watch.Deleted && framework.PodWantsMirror(pod) && !pod.Spec.HostNetwork {
+			if ev.Type != watch.Deleted && pod.Status.PodIP != "" && !pod.Spec.HostNetwork &&
+				pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
 				is = framework.PodIPList(pod)
+			}
+			if ev.Type != watch.Deleted && pod.DeletionTimestamp != nil {
+				for _, a := range held[pod.UID] {
+					for i := range holds[a] {
+						if h := &holds[a][i]; h.uid == pod.UID && h.end.IsZero() && h.terminated.IsZero() {
+							h.terminated = now
+						}
+					}
+				}
 			}
 			for _, a := range held[pod.UID] {
 				if !slices.Contains(is, a) {
@@ -724,7 +738,9 @@ func watchHolds(t *testing.T, c *controlplane.Cluster, ns string) (stop func() m
 // namespace's addresses against the pods' own lifecycles as a watch of the
 // pods saw them: the same holders in the same order, each hold from when
 // the pod got the address to when it let go of it (to the second, give or
-// take the controller's delay), open exactly while the pod holds it.
+// take the controller's delay), open exactly while the pod holds it, and
+// the end of a pod that terminated stated as between when its
+// termination began and when it was gone.
 func TestClusterHistoryMatchesPodLifecycles(t *testing.T) {
 	c := suite.SimCluster(t)
 	ns := simNamespace(t, c)
@@ -782,9 +798,15 @@ spec:
 		}
 		for i, w := range want {
 			g := got[i]
-			if g.PodUID != w.uid || g.Pod != w.pod || g.EndedAfter != nil || g.StartedBefore != nil {
+			if g.PodUID != w.uid || g.Pod != w.pod || g.StartedBefore != nil {
 				t.Errorf("%s hold %d: recorded %+v, observed %s (%s)", addr, i, g, w.pod, w.uid)
 				continue
+			}
+			switch {
+			case w.terminated.IsZero() && g.EndedAfter != nil:
+				t.Errorf("%s hold of %s: recorded an uncertain end after %v; observed it end at %v, not terminating", addr, w.pod, g.EndedAfter, w.end)
+			case !w.terminated.IsZero() && (g.EndedAfter == nil || !near(g.EndedAfter.Time, w.terminated)):
+				t.Errorf("%s hold of %s: recorded an end after %v; observed its termination begin at %v", addr, w.pod, g.EndedAfter, w.terminated)
 			}
 			if !near(g.From.Time, w.start) || (g.To == nil) != w.end.IsZero() || (g.To != nil && !near(g.To.Time, w.end)) {
 				t.Errorf("%s hold of %s: recorded %v to %v, observed %v to %v", addr, w.pod, g.From, g.To, w.start, w.end)

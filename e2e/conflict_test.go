@@ -184,9 +184,8 @@ func TestConflictBetweenPods(t *testing.T) {
 	suite.ExpectWrites(t, before, nil, "a restart with the conflict marked")
 	expectEventsRecorded(t, ns, foreign, 1, "first", "second")
 
-	// Deleting one pod (it turns terminating: nothing here plays the
-	// kubelet that would finish the deletion) clears the other in one
-	// write, and removes its own mirror.
+	// Deleting one pod (bound to no node, it goes at once) clears the
+	// other in one write, and removes its own mirror.
 	before = suite.PodToIpRequests(t)
 	suite.DeletePod(t, ns, "second", false)
 	suite.WaitNoMirror(t, ns, "second")
@@ -321,7 +320,9 @@ func TestConflictNodeAddress(t *testing.T) {
 
 // TestConflictNotWithFinishedOrTerminatingPods: a pod that finished, or is
 // terminating, may already have lost its address to another pod: the new
-// holder is not in conflict with it, and no conflict is ever found.
+// holder is not in conflict with it, and no conflict is ever found. The
+// terminating pod keeps its mirror, marked terminating and in conflict
+// with nobody, until it is gone.
 func TestConflictNotWithFinishedOrTerminatingPods(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	p := suite.StartController(t, "--namespace", ns)
@@ -333,14 +334,20 @@ func TestConflictNotWithFinishedOrTerminatingPods(t *testing.T) {
 	suite.WaitNoMirror(t, ns, "done")
 	suite.RunningPod(t, ns, "next", []string{"10.251.4.1"})
 
-	suite.RunningPod(t, ns, "leaving", []string{"10.251.4.2"})
+	suite.RunningPod(t, ns, "leaving", []string{"10.251.4.2"}, framework.OnNode("node-1"))
 	suite.WaitMirrorIPs(t, ns, "leaving", "10.251.4.2")
-	suite.DeletePod(t, ns, "leaving", false) // stays terminating: no kubelet here
-	suite.WaitNoMirror(t, ns, "leaving")
+	suite.DeletePod(t, ns, "leaving", false) // on a node: stays terminating, no kubelet here
+	suite.WaitMirror(t, ns, "leaving", "terminating", func(m *framework.Mirror) bool { return m != nil && m.Terminating })
 	suite.RunningPod(t, ns, "successor", []string{"10.251.4.2"})
 
 	waitConflict(t, ns, "next")
 	waitConflict(t, ns, "successor")
+	if m := waitConflict(t, ns, "leaving"); !m.Terminating || m.PodAddress != "10.251.4.2" {
+		t.Errorf("the terminating pod's mirror beside its successor: %s, want kept, terminating", framework.Describe(m))
+	}
+	// Gone at last: its mirror goes, and everything is as the pods say.
+	suite.DeletePod(t, ns, "leaving", true)
+	suite.WaitNoMirror(t, ns, "leaving")
 	suite.WaitConverged(t, 30*time.Second, nil, ns)
 	if g, c := framework.ConflictMetrics(t, p); g != 0 || c != 0 {
 		t.Errorf("conflicting_addresses = %v, address_conflicts_total = %v; want 0 and 0", g, c)
@@ -361,9 +368,10 @@ func TestConflictNotWithFinishedOrTerminatingPods(t *testing.T) {
 // it to the next pod within milliseconds; kwok does not (it frees an
 // address only when its pod object is deleted). Here the test plays that
 // IPAM and the kubelets: ten addresses each pass through thirty pods, every
-// old holder ending (graceful delete, which leaves it terminating here, or
+// old holder ending (deleted, at once since it is bound to no node, or
 // phase Succeeded or Failed) immediately before the next pod gets its
-// address, all ten at once. No PodToIp may ever say conflict=true.
+// address, all ten at once. No PodToIp may ever say conflict=true. (A
+// holder that lingers terminating is TestMirrorTerminatingPodKeepsMirror's.)
 func TestConflictNeverWhileOldHoldersLinger(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	p := suite.StartController(t, "--namespace", ns)

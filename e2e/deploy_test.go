@@ -99,6 +99,8 @@ func TestDeployManifests(t *testing.T) {
 			{[]string{"get", "list", "watch", "create", "update", "delete"}, "podtoips.example.com", "", nil},
 			// No watch: only the controller writes them; patch for one hold at a time.
 			{[]string{"get", "list", "create", "update", "patch", "delete"}, "iphistories.example.com", "", nil},
+			// How far the history is proven: its one object, read and written.
+			{[]string{"get", "create", "update"}, "iphistorycoverages.example.com", "", nil},
 			{[]string{"create", "patch"}, "events", "", nil},
 			// The address conflict checks read Node addresses and the
 			// IPAddresses of Service ClusterIPs, through informers: no get,
@@ -130,7 +132,7 @@ func TestDeployManifests(t *testing.T) {
 		verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 		resources := []string{
 			"pods", "pods/status", "pods/log", "pods/exec", "pods/eviction",
-			"podtoips.example.com", "podtoips.example.com/status", "iphistories.example.com",
+			"podtoips.example.com", "podtoips.example.com/status", "iphistories.example.com", "iphistorycoverages.example.com",
 			"events", "events.events.k8s.io", "leases.coordination.k8s.io",
 			"secrets", "configmaps", "nodes", "serviceaccounts/token",
 			"customresourcedefinitions.apiextensions.k8s.io",

@@ -15,12 +15,13 @@ import (
 	"example.com/podtoip-controller/e2e/framework"
 )
 
-// TestFaultChurn: 200 pods, then 200 interleaved changes (100 deletes, 50
-// IP changes, 50 recreations under the same name), with unmanaged PodToIps
-// under the names of pods in each group. The mirrors converge within 10 s
-// of the last change, and then the controller is quiet: 30 s without a
-// single write. Over the whole plan the API server counts exactly one write
-// per change that needs one, and not a single 404 or 409.
+// TestFaultChurn: 200 pods, then 200 interleaved changes (100 deletes, some
+// of them graceful, leaving the pod Terminating with its mirror marked so,
+// 50 IP changes, 50 recreations under the same name), with unmanaged
+// PodToIps under the names of pods in each group. The mirrors converge
+// within 10 s of the last change, and then the controller is quiet: 30 s
+// without a single write. Over the whole plan the API server counts exactly
+// one write per change that needs one, and not a single 404 or 409.
 func TestFaultChurn(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	f := suite.NewFleet(ns, 1)
@@ -64,21 +65,31 @@ func TestFaultChurn(t *testing.T) {
 	f.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 
 	// What the plan asks of the controller, per change that is not under a
-	// foreign object's name: a delete removes the mirror (one DELETE; a pod
-	// left Terminating loses it too), an IP change updates it (one PUT). A
-	// recreation is one of two things depending on when the controller looks:
-	// the old mirror deleted and a new one created once the new pod has its
-	// IPs (DELETE + POST), or, if the new pod already has them when it
-	// looks, the mirror updated to the new pod's UID (one PUT). Creates
-	// happen for nothing else, so the POSTs counted say which it was.
-	var wantDeletes, wantIPChanges, wantRecreates float64
+	// foreign object's name: a forced delete removes the mirror (one
+	// DELETE); a graceful one leaves a pod on a node Terminating (no kubelet
+	// confirms), and its mirror stays, updated to say terminating: true (one
+	// PUT); an IP change updates it (one PUT). A recreation is one of two
+	// things depending on when the controller looks: the old mirror deleted
+	// and a new one created once the new pod has its IPs (DELETE + POST),
+	// or, if the new pod already has them when it looks, the mirror updated
+	// to the new pod's UID (one PUT). Creates happen for nothing else, so
+	// the POSTs counted say which it was.
+	//
+	// Half of the pods on a node are deleted gracefully (the fleet names
+	// pods p-NNNN, so p-0100 splits them), the others at once.
+	forced := func(p *framework.FleetPod) bool { return p.Node == "" || p.Name < "p-0100" }
+	var wantDeletes, wantTerminations, wantIPChanges, wantRecreates float64
 	for _, c := range plan {
 		if _, ok := foreign[ns+"/"+c.pod.Name]; ok {
 			continue // the controller leaves the foreign object alone
 		}
 		switch c.kind {
 		case "delete":
-			wantDeletes++
+			if forced(c.pod) {
+				wantDeletes++
+			} else {
+				wantTerminations++
+			}
 		case "ip change":
 			wantIPChanges++
 		case "recreate":
@@ -100,9 +111,9 @@ func TestFaultChurn(t *testing.T) {
 				var err error
 				switch c.kind {
 				case "delete":
-					// Half of the pods on a node are deleted gracefully and
-					// stay Terminating; their mirrors must go all the same.
-					force := c.pod.Node == "" || c.pod.Name < "p-0100"
+					// A pod deleted gracefully stays Terminating and keeps
+					// its mirror, marked terminating.
+					force := forced(c.pod)
 					if !force {
 						mu.Lock()
 						terminating++
@@ -156,11 +167,12 @@ func TestFaultChurn(t *testing.T) {
 	d := end.Sub(planBefore)
 	posts, puts, deletes := d.Verb("POST"), d.Verb("PUT"), d.Verb("DELETE")
 	viaCreate := posts // recreations done as DELETE + POST
-	want := wantDeletes + wantIPChanges + wantRecreates + viaCreate
-	t.Logf("plan: %v deletes, %v IP changes, %v recreations needing a write; API server podtoips requests %v", wantDeletes, wantIPChanges, wantRecreates, d)
-	if posts > wantRecreates || deletes != wantDeletes+viaCreate || puts != wantIPChanges+wantRecreates-viaCreate || d.Writes() != want {
-		t.Errorf("API server counted %v writes (POST %v, PUT %v, DELETE %v), want one per change: DELETE %v + %v recreations as DELETE+POST, PUT %v + %v recreations as an update, %v in all",
-			d.Writes(), posts, puts, deletes, wantDeletes, viaCreate, wantIPChanges, wantRecreates-viaCreate, want)
+	want := wantDeletes + wantTerminations + wantIPChanges + wantRecreates + viaCreate
+	t.Logf("plan: %v forced deletes, %v graceful deletes leaving the pod Terminating, %v IP changes, %v recreations needing a write; API server podtoips requests %v",
+		wantDeletes, wantTerminations, wantIPChanges, wantRecreates, d)
+	if posts > wantRecreates || deletes != wantDeletes+viaCreate || puts != wantTerminations+wantIPChanges+wantRecreates-viaCreate || d.Writes() != want {
+		t.Errorf("API server counted %v writes (POST %v, PUT %v, DELETE %v), want one per change: DELETE %v + %v recreations as DELETE+POST, PUT %v terminating + %v IP changes + %v recreations as an update, %v in all",
+			d.Writes(), posts, puts, deletes, wantDeletes, viaCreate, wantTerminations, wantIPChanges, wantRecreates-viaCreate, want)
 	}
 	for k, v := range d {
 		if strings.HasSuffix(k, " 404") || strings.HasSuffix(k, " 409") {
@@ -172,7 +184,7 @@ func TestFaultChurn(t *testing.T) {
 	}
 	suite.RecordFigure(t, framework.Figure{Name: "churn: writes", Value: d.Writes(), Bar: want, Unit: "count",
 		Measures: fmt.Sprintf("PodToIp writes the API server counted over 200 changes (%v needing a write; %v recreations seen as DELETE+POST) and 30 s of idle after; 404 and 409 answers: none allowed",
-			wantDeletes+wantIPChanges+wantRecreates, viaCreate)})
+			wantDeletes+wantTerminations+wantIPChanges+wantRecreates, viaCreate)})
 	framework.MustBeRunning(t, p, "after churn")
 }
 

@@ -246,8 +246,10 @@ func TestFaultForbiddenRBACRemovedAtRuntime(t *testing.T) {
 // TestFaultForbiddenTerminatingNamespace: in a namespace being deleted the
 // API server refuses every create, so pods there that get an IP can never be
 // mirrored. The controller must try once per change and stop, not retry in a
-// loop, while updates and deletes there keep working. The namespace is held
-// in Terminating by a pod with a finalizer, as a pod on an unreachable node
+// loop, while updates and deletes there keep working: a pod's new address,
+// a pod marked terminating (as the namespace controller's graceful
+// deletions make every pod there), a pod gone. The namespace is held in
+// Terminating by a pod with a finalizer, as a pod on an unreachable node
 // would hold it.
 func TestFaultForbiddenTerminatingNamespace(t *testing.T) {
 	ns := suite.NewNamespace(t)
@@ -277,7 +279,8 @@ func TestFaultForbiddenTerminatingNamespace(t *testing.T) {
 	// A fixed observation window in which pods keep changing: the two late
 	// pods get (and change) IPs three times each, which asks for 6 creates
 	// that cannot succeed; one IP change and one graceful deletion need an
-	// update and a delete, which can.
+	// update each (a's address, b's mirror marked terminating), and b's
+	// forced deletion after that a delete, which can all succeed.
 	const window = 10 * time.Second
 	beforeCounters := framework.WaitIdle(t, p, 10*time.Second)
 	before := suite.PodToIpRequests(t)
@@ -286,9 +289,16 @@ func TestFaultForbiddenTerminatingNamespace(t *testing.T) {
 	for r := range rounds {
 		suite.SetPodIPs(t, ns, "late-0", corev1.PodRunning, fmt.Sprintf("10.244.68.%d", 10+r))
 		suite.SetPodIPs(t, ns, "late-1", corev1.PodRunning, fmt.Sprintf("10.244.68.%d", 20+r), fmt.Sprintf("fd00::68:%d", 20+r))
-		if r == 0 {
+		switch r {
+		case 0:
 			suite.SetPodIPs(t, ns, "a", corev1.PodRunning, "10.244.68.102")
-			suite.DeletePod(t, ns, "b", false) // on a node: stays Terminating, and loses its mirror
+			// On a node: stays Terminating (no kubelet confirms), and its
+			// mirror stays, marked terminating.
+			suite.DeletePod(t, ns, "b", false)
+			suite.WaitMirror(t, ns, "b", "terminating", func(m *framework.Mirror) bool { return m != nil && m.Terminating })
+		case 1:
+			// Deleted for good: its mirror goes.
+			suite.DeletePod(t, ns, "b", true)
 		}
 		select {
 		case <-time.After(time.Until(start.Add(window * time.Duration(r+1) / rounds))):
@@ -298,11 +308,11 @@ func TestFaultForbiddenTerminatingNamespace(t *testing.T) {
 	}
 	suite.WaitMirrorIPs(t, ns, "a", "10.244.68.102")
 	suite.WaitNoMirror(t, ns, "b")
-	framework.WaitWrites(t, p, 5) // the 3 creates before the namespace was deleted, and this update and delete
+	framework.WaitWrites(t, p, 6) // the 3 creates before the namespace was deleted, and these 2 updates and delete
 	work := framework.WaitIdle(t, p, 10*time.Second).Sub(beforeCounters)
 	reqs := suite.PodToIpRequests(t).Sub(before)
 	refusedLogs := strings.Count(p.Output(), "Not creating PodToIp in a terminating namespace")
-	t.Logf("in %v of a terminating namespace with 2 pods changing IPs %d times each, 1 IP change and 1 deletion: "+
+	t.Logf("in %v of a terminating namespace with 2 pods changing IPs %d times each, 1 IP change, 1 graceful and 1 forced deletion: "+
 		"%v syncs, %v errors, %v retries; API server: %v; %d log lines about the refused creates",
 		time.Since(start).Round(time.Millisecond), rounds, work.Syncs, work.SyncErrors, work.Retries, reqs, refusedLogs)
 
@@ -310,12 +320,13 @@ func TestFaultForbiddenTerminatingNamespace(t *testing.T) {
 	if reqs["POST 403"] < 2 || reqs["POST 403"] > 2*rounds || reqs["POST 201"] != 0 {
 		t.Errorf("podtoips creates = %v, want between 2 and %d refused (POST 403) and none created", reqs, 2*rounds)
 	}
-	if reqs["PUT 200"] != 1 || reqs["DELETE 200"] != 1 || reqs.Writes() != reqs["POST 403"]+2 {
-		t.Errorf("podtoips writes = %v, want the 1 update and 1 delete besides the refused creates", reqs)
+	if reqs["PUT 200"] != 2 || reqs["DELETE 200"] != 1 || reqs.Writes() != reqs["POST 403"]+3 {
+		t.Errorf("podtoips writes = %v, want the 2 updates and 1 delete besides the refused creates", reqs)
 	}
-	// Pod events: 2 x rounds IP changes, a's change and b's deletion, plus
-	// the watch events of the controller's own update and delete.
-	if maxSyncs := float64(2*rounds + 4); work.Syncs > maxSyncs || work.SyncErrors != 0 || work.Retries != 0 {
+	// Pod events: 2 x rounds IP changes, a's change, b's graceful deletion
+	// and its forced one (the deletion made final, then the pod removed),
+	// plus the watch events of the controller's own 2 updates and delete.
+	if maxSyncs := float64(2*rounds + 7); work.Syncs > maxSyncs || work.SyncErrors != 0 || work.Retries != 0 {
 		t.Errorf("controller work: %+v, want at most %v syncs, no errors and no retries", work, maxSyncs)
 	}
 	if float64(refusedLogs) != reqs["POST 403"] {

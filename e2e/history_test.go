@@ -187,7 +187,7 @@ func TestHistoryBuildsOnAnEditInsteadOfOverwritingIt(t *testing.T) {
 	if h.Annotations["example.com/incident"] != "INC-1" || len(h.Holders) != 1 {
 		t.Errorf("IPHistory after the controller's write = %+v; want the annotation kept and the one hold closed", h)
 	}
-	if !strings.Contains(p.Output(), "IPHistory not as recorded; reading it again") {
+	if !strings.Contains(p.Output(), "IPHistory write failed; reading it again") {
 		t.Error("the controller's write did not find the object changed: the edit did not test the conflict")
 	}
 }

@@ -29,8 +29,8 @@ func TestKubectlView(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME POD ADDRESS NODE HOSTNETWORK CONFLICT AGE" {
-		t.Errorf("kubectl get ptp header = %q, want NAME POD ADDRESS NODE HOSTNETWORK CONFLICT AGE", lines[0])
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME POD ADDRESS NODE HOSTNETWORK CONFLICT TERMINATING AGE" {
+		t.Errorf("kubectl get ptp header = %q, want NAME POD ADDRESS NODE HOSTNETWORK CONFLICT TERMINATING AGE", lines[0])
 	}
 	if len(lines) != 3 || !framework.HasRow(lines, "api-0", "api-0", "10.244.7.7", "node-a", "false", "false") ||
 		!framework.HasRow(lines, "api-1", "api-1", "10.244.7.8", "node-b", "false", "false") {

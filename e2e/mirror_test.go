@@ -86,14 +86,18 @@ func TestMirrorLifecycle(t *testing.T) {
 		suite.WaitNoMirror(t, ns, "job-failed")
 	})
 
-	t.Run("terminating pod loses its mirror before it is gone", func(t *testing.T) {
+	t.Run("terminating pod keeps its mirror, marked, until it is gone", func(t *testing.T) {
 		suite.DeletePod(t, ns, "web", false) // on a node: stays Terminating (no kubelet)
 		pod, err := cp.Kube.CoreV1().Pods(ns).Get(t.Context(), "web", metav1.GetOptions{})
 		if err != nil || pod.DeletionTimestamp == nil {
 			t.Fatalf("expected web to be terminating, got %v (err %v)", pod, err)
 		}
-		suite.WaitNoMirror(t, ns, "web")
+		m := suite.WaitMirror(t, ns, "web", "terminating", func(m *framework.Mirror) bool { return m != nil && m.Terminating })
+		if m.PodAddress != "10.244.1.8" || m.PodUID != pod.UID || m.Conflict {
+			t.Errorf("terminating pod's mirror = %s, want its address, UID and no conflict", framework.Describe(m))
+		}
 		suite.DeletePod(t, ns, "web", true)
+		suite.WaitNoMirror(t, ns, "web")
 	})
 
 	t.Run("deleted pod loses its mirror", func(t *testing.T) {

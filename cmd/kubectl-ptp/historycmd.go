@@ -17,8 +17,9 @@ func newHistoryCommand(o *options) *cobra.Command {
 		Short: "List every recorded hold of ADDRESS",
 		Long: `List every hold of ADDRESS its IPHistory records, oldest first: the pod,
 its UID and node, and when the hold started and ended (TO is <none> while
-it lasts). NOTE says when the end was not observed, and between which two
-times it lies.
+it lasts). NOTE says when the end is an interval (the pod was terminating,
+or its end was not seen as it happened), and between which two times it
+lies.
 
 At most ` + fmt.Sprint(history.MaxHolds) + ` holds are kept per address, those that ended earliest
 dropped first; holds that ended before the retention window are removed.
@@ -115,7 +116,7 @@ func holdNote(m history.Match, open string) string {
 	case m.To == nil:
 		note = append(note, open)
 	case m.EndedAfter != nil:
-		note = append(note, fmt.Sprintf("ended between %s and %s, not observed", formatTime(m.EndedAfter.Time), formatTime(m.To.Time)))
+		note = append(note, fmt.Sprintf("ended between %s and %s", formatTime(m.EndedAfter.Time), formatTime(m.To.Time)))
 	}
 	return strings.Join(note, ": ")
 }

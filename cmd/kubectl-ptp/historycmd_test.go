@@ -21,7 +21,7 @@ func TestHistory(t *testing.T) {
 	out, errOut, code := runPtp(t, api, testNow, "history", "10.244.001.7")
 	wantOut := `NAMESPACE   POD      UID                                    NODE     FROM                   TO                     NOTE
 shop        web-0    0b9a1c2e-1111-4222-8333-000000000001   node-2   2026-05-01T09:00:00Z   2026-05-01T10:00:00Z
-shop        cart-2   0b9a1c2e-1111-4222-8333-000000000002   node-1   2026-05-01T10:00:00Z   2026-05-01T12:00:00Z   ended between 2026-05-01T11:00:00Z and 2026-05-01T12:00:00Z, not observed
+shop        cart-2   0b9a1c2e-1111-4222-8333-000000000002   node-1   2026-05-01T10:00:00Z   2026-05-01T12:00:00Z   ended between 2026-05-01T11:00:00Z and 2026-05-01T12:00:00Z
 shop        old-1    0b9a1c2e-1111-4222-8333-000000000003   <none>   2026-05-01T11:30:00Z   <none>                 holds it now
 shop        db-0     0b9a1c2e-1111-4222-8333-000000000004   node-3   2026-05-01T12:30:00Z   <none>                 holds it now
 `
@@ -85,8 +85,8 @@ func TestHoldNote(t *testing.T) {
 	}{
 		{history.Match{Hold: history.Hold{}}, "holds it now"},
 		{history.Match{Hold: history.Hold{To: &to}}, ""},
-		{history.Match{Hold: history.Hold{To: &to, EndedAfter: &after}}, "ended between 2026-05-01T11:00:00Z and 2026-05-01T12:00:00Z, not observed"},
-		{history.Match{Hold: history.Hold{To: &to, EndedAfter: &after}, Uncertain: true}, "uncertain: ended between 2026-05-01T11:00:00Z and 2026-05-01T12:00:00Z, not observed"},
+		{history.Match{Hold: history.Hold{To: &to, EndedAfter: &after}}, "ended between 2026-05-01T11:00:00Z and 2026-05-01T12:00:00Z"},
+		{history.Match{Hold: history.Hold{To: &to, EndedAfter: &after}, Uncertain: true}, "uncertain: ended between 2026-05-01T11:00:00Z and 2026-05-01T12:00:00Z"},
 		{history.Match{Hold: history.Hold{StartedBefore: &after}, Uncertain: true}, "uncertain: started between 0001-01-01T00:00:00Z and 2026-05-01T11:00:00Z, not observed: holds it now"},
 	} {
 		if got := holdNote(tc.m, "holds it now"); got != tc.want {

@@ -33,9 +33,10 @@ IPHistory, the retention window). Nobody
 found at a covered TIME is the answer nobody (exit 1); at any other, a pod
 may have held the address unseen (exit 4), and pods found may not be all.
 
-A hold whose end podtoip-controller did not see (no leader was running
-then) ended at some time between two: when TIME lies between them, the pod
-is listed as uncertain, "ended between A and B, not observed". A hold that
+A hold whose end is an interval (the pod was terminating: it may have used
+the address until it was gone; or podtoip-controller did not see the end as
+it happened) ended at some time between two: when TIME lies between them,
+the pod is listed as uncertain, "ended between A and B". A hold that
 lasts is certain only up to the last time the history is proven: after it,
 the pod is listed as uncertain, "holds it as of A". Two pods listed as
 certain held the address at once: a conflict, unless one let go of it and

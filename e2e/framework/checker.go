@@ -24,7 +24,8 @@ type Convergence struct {
 	// Missing: a pod that should have a mirror has none.
 	Missing int
 	// Stale: a managed mirror whose address, IPs, node, pod name or pod UID
-	// (or owner reference) differ from its pod's, or whose conflict and
+	// (or owner reference) differ from its pod's, whose terminating differs
+	// from whether its pod has a deletionTimestamp, or whose conflict and
 	// conflictsWith differ from the conflicts its pod's addresses are in.
 	Stale int
 	// Orphan: a managed mirror whose pod is gone or should have no mirror.
@@ -67,12 +68,28 @@ func (c *Convergence) note(format string, args ...any) {
 type ForeignObjects map[string]string
 
 // PodWantsMirror is the specification, written independently of the
-// product: a pod has a mirror iff it has an IP, is not terminating and not
-// terminal, and each of its addresses is an IP address.
+// product: a pod has a mirror iff it has an IP, has not finished, its
+// deletion is not final, and each of its addresses is an IP address. A
+// terminating pod (deletionTimestamp set) keeps its mirror, marked
+// terminating, until it is gone; a deletion is final once its
+// deletionGracePeriodSeconds is 0, which the API server writes just before
+// it removes the object.
 func PodWantsMirror(p *corev1.Pod) bool {
 	_, ok := expectedAddresses(p)
-	return p.Status.PodIP != "" && p.DeletionTimestamp == nil &&
+	return p.Status.PodIP != "" && !PodDeletionFinal(p) &&
 		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && ok
+}
+
+// PodDeletionFinal reports whether p is as good as gone: its
+// deletionTimestamp is set with deletionGracePeriodSeconds 0.
+func PodDeletionFinal(p *corev1.Pod) bool {
+	return p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0
+}
+
+// PodTerminating reports whether p's deletion has been asked for
+// (deletionTimestamp set): its mirror says terminating: true.
+func PodTerminating(p *corev1.Pod) bool {
+	return p.DeletionTimestamp != nil
 }
 
 // PodIPList is the pod's addresses as its status spells them: podIPs, or
@@ -158,8 +175,10 @@ type addressHolder struct {
 // holdersByAddress is the specification of address conflicts, written
 // independently of the product: who holds each canonical address, pods
 // oldest first (by creationTimestamp, then namespace, then name). A pod
-// holds the addresses of its status.podIPs (podIP alone when unset) if it
-// has a mirror (PodWantsMirror) and does not use the host's network; a
+// counts as a holder of the addresses of its status.podIPs (podIP alone
+// when unset) if it has a mirror (PodWantsMirror), is not terminating (it
+// may have lost its address to another pod already, so it is in conflict
+// with nobody) and does not use the host's network; a
 // Service holds the address an IPAddress object is named by when its
 // parentRef is that Service; a Node holds the IP addresses among its
 // status.addresses.
@@ -181,8 +200,8 @@ func serviceHolderName(namespace, name string) string {
 }
 
 // conflictHolders lists the holders of every address: the pods of pods
-// (the namespaces the controller under test watches), and every
-// IPAddress and Node of the cluster.
+// (the namespaces the controller under test watches) but the terminating
+// ones, and every IPAddress and Node of the cluster.
 func conflictHolders(ctx context.Context, on *controlplane.ControlPlane, pods []corev1.Pod) (holdersByAddress, error) {
 	h := holdersByAddress{}
 	add := func(raw string, holder addressHolder) {
@@ -194,7 +213,7 @@ func conflictHolders(ctx context.Context, on *controlplane.ControlPlane, pods []
 	}
 	for i := range pods {
 		p := &pods[i]
-		if !PodWantsMirror(p) || p.Spec.HostNetwork {
+		if !PodWantsMirror(p) || PodTerminating(p) || p.Spec.HostNetwork {
 			continue
 		}
 		for _, ip := range PodIPList(p) {
@@ -243,9 +262,10 @@ func conflictHolders(ctx context.Context, on *controlplane.ControlPlane, pods []
 // its node's address by design) and its oldest other pods, at most
 // maxConflictsWith of them; all of these sorted, each once, at most
 // maxConflictsWith. None for a pod that does not hold its addresses (a
-// hostNetwork pod).
+// hostNetwork pod), nor for a terminating one: it is in conflict with
+// nobody.
 func (h holdersByAddress) expectedConflicts(p *corev1.Pod) []string {
-	if p.Spec.HostNetwork {
+	if p.Spec.HostNetwork || PodTerminating(p) {
 		return nil
 	}
 	self := "Pod " + p.Namespace + "/" + p.Name
@@ -345,11 +365,11 @@ func (e *Env) MeasureConvergence(ctx context.Context, foreign ForeignObjects, na
 			want, _ := expectedAddresses(pod)
 			conflictsWith := holders.expectedConflicts(pod)
 			if m.PodAddress != want.address || !slices.Equal(m.PodIPs, want.ips) || m.PodIPv4 != want.v4 || m.PodIPv6 != want.v6 ||
-				m.HostNetwork != want.hostNet ||
+				m.HostNetwork != want.hostNet || m.Terminating != PodTerminating(pod) ||
 				m.NodeName != pod.Spec.NodeName || m.PodUID != pod.UID || m.PodName != pod.Name || !ownerOK ||
 				m.Conflict != (len(conflictsWith) > 0) || !slices.Equal(m.ConflictsWith, conflictsWith) {
 				c.Stale++
-				c.note("stale %s: has %s, pod uid=%s %s node=%s conflictsWith=%q", key, Describe(m), pod.UID, want.describe, pod.Spec.NodeName, conflictsWith)
+				c.note("stale %s: has %s, pod uid=%s %s node=%s terminating=%v conflictsWith=%q", key, Describe(m), pod.UID, want.describe, pod.Spec.NodeName, PodTerminating(pod), conflictsWith)
 			}
 		}
 		for name, pod := range podByName {

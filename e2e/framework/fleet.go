@@ -28,7 +28,8 @@ import (
 // Fleet plays users and kubelets for the pods of one namespace: it creates
 // pods, gives them IPs through the status subresource, changes IPs, deletes
 // pods (gracefully, which leaves a pod bound to a node Terminating since no
-// kubelet confirms, or forcefully) and recreates them under the same name.
+// kubelet confirms, its mirror kept and marked terminating, or forcefully)
+// and recreates them under the same name.
 //
 // It never calls t.Fatal, so several goroutines can drive it; operations
 // return errors. Transient errors (API server down or restarting, a
@@ -225,8 +226,9 @@ func (f *Fleet) ChangeIP(ctx context.Context, p *FleetPod) error {
 }
 
 // Remove deletes p. A pod on a node deleted gracefully stays Terminating
-// (there is no kubelet to confirm), which must remove its mirror all the
-// same; force skips the grace period.
+// (there is no kubelet to confirm), and keeps its mirror, marked
+// terminating, for as long as it does; force skips the grace period, and
+// the pod and its mirror go at once.
 func (f *Fleet) Remove(ctx context.Context, p *FleetPod, force bool) error {
 	opts := metav1.DeleteOptions{}
 	if force {
@@ -272,7 +274,8 @@ func (f *Fleet) Op(ctx context.Context, lo, hi int) (string, error) {
 	switch {
 	case n > hi || roll < 45:
 		// Pods on a node are deleted gracefully half of the time and then
-		// stay Terminating; the others go at once.
+		// stay Terminating, their mirrors kept and marked so; the others go
+		// at once.
 		force := p.Node == "" || f.Intn(2) == 0
 		err := f.Remove(ctx, p, force)
 		f.Done(p, err == nil)

@@ -39,6 +39,7 @@ type Mirror struct {
 	PodIPv6           string    `json:"podIPv6"`
 	NodeName          string    `json:"nodeName"`
 	HostNetwork       bool      `json:"hostNetwork"`
+	Terminating       bool      `json:"terminating"`
 	Conflict          bool      `json:"conflict"`
 	ConflictsWith     []string  `json:"conflictsWith"`
 }
@@ -48,9 +49,9 @@ func Describe(m *Mirror) string {
 	if m == nil {
 		return "<none>"
 	}
-	return fmt.Sprintf("{uid=%s rv=%s labels=%v podUID=%s address=%s ips=%v v4=%s v6=%s node=%s hostNetwork=%v conflict=%v conflictsWith=%q owners=%d}",
+	return fmt.Sprintf("{uid=%s rv=%s labels=%v podUID=%s address=%s ips=%v v4=%s v6=%s node=%s hostNetwork=%v terminating=%v conflict=%v conflictsWith=%q owners=%d}",
 		m.UID, m.ResourceVersion, m.Labels, m.PodUID, m.PodAddress, m.PodIPs, m.PodIPv4, m.PodIPv6, m.NodeName, m.HostNetwork,
-		m.Conflict, m.ConflictsWith, len(m.OwnerReferences))
+		m.Terminating, m.Conflict, m.ConflictsWith, len(m.OwnerReferences))
 }
 
 // ToMirror reads a PodToIp the dynamic client returned.

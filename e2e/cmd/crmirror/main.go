@@ -8,7 +8,9 @@
 // of the controller, kube-apiserver and etcd is what the project's own
 // machinery costs or saves.
 //
-// For every pod that has an IP and is neither terminating nor finished, it
+// For every pod that has an IP, has not finished and is not gone (a
+// terminating pod keeps its mirror, marked terminating, as
+// podtoip-controller's does), it
 // writes a PodToIp (example.com/v1) of the same namespace and name with the
 // fields and label podtoip-controller writes (podName, podUID, podAddress,
 // podIPs, podIPv4, podIPv6, nodeName, hostNetwork, conflict=false, the
@@ -86,6 +88,9 @@ type fields struct {
 	// written, as podtoip-controller does, so that the objects are the
 	// same and a selector on conflict=false finds them.
 	Conflict bool `json:"conflict"`
+	// Terminating is set while the pod is being deleted, as
+	// podtoip-controller sets it: a terminating pod keeps its address.
+	Terminating bool `json:"terminating,omitempty"`
 }
 
 // PodToIpList is a list of PodToIp, for the cache's list calls.
@@ -182,10 +187,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // desired returns the mirrored fields of pod, or nil if it should have no
-// PodToIp: no IP, terminating or finished, as podtoip-controller decides.
+// PodToIp: no IP, finished, or its deletion final (deletionTimestamp with
+// a grace period of 0), as podtoip-controller decides.
 // Addresses are written in canonical form, which the CRD requires.
 func desired(pod *corev1.Pod) (*fields, error) {
-	if pod.Status.PodIP == "" || pod.DeletionTimestamp != nil ||
+	final := pod.DeletionTimestamp != nil && pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
+	if pod.Status.PodIP == "" || final ||
 		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return nil, nil
 	}
@@ -207,6 +214,7 @@ func desired(pod *corev1.Pod) (*fields, error) {
 		PodIPs:      make([]string, len(raw)),
 		NodeName:    pod.Spec.NodeName,
 		HostNetwork: pod.Spec.HostNetwork,
+		Terminating: pod.DeletionTimestamp != nil,
 	}
 	for i, s := range raw {
 		a, err := canonical(s)

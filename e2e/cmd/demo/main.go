@@ -207,6 +207,9 @@ func run() (err error) {
 	if err != nil {
 		return err
 	}
+	if err := waitCovered(ctx, cl, before); err != nil {
+		return err
+	}
 	at := before.Format(time.RFC3339)
 	showPlugin(ctx, cl, "Who had "+reused+" before the scale-down?  kubectl ptp who-had "+reused+" --at "+at, "who-had", reused, "--at", at)
 	showPlugin(ctx, cl, "Who has it now?  kubectl ptp who-has "+reused, "who-has", reused)
@@ -359,8 +362,9 @@ func waitForMirrors(ctx context.Context, cl *controlplane.Cluster) error {
 }
 
 // mirrorState returns the mirrors ("ns/name" -> address) and what they
-// should be according to the pods: those with an address that are neither
-// terminating nor finished.
+// should be according to the pods: those with an address that have not
+// finished and whose deletion is not final (a terminating pod keeps its
+// mirror until it is gone).
 func mirrorState(ctx context.Context, cl *controlplane.Cluster) (have, want map[string]string, err error) {
 	pods, err := cl.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -368,7 +372,8 @@ func mirrorState(ctx context.Context, cl *controlplane.Cluster) (have, want map[
 	}
 	want = map[string]string{}
 	for _, p := range pods.Items {
-		if p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		final := p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0
+		if p.Status.PodIP != "" && !final && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			want[p.Namespace+"/"+p.Name] = p.Status.PodIP
 		}
 	}
@@ -385,6 +390,34 @@ func mirrorState(ctx context.Context, cl *controlplane.Cluster) (have, want map[
 }
 
 var ptpGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "podtoips"}
+
+// coverageGVR is the history's coverage: how far it can vouch.
+var coverageGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "iphistorycoverages"}
+
+// waitCovered waits until the history vouches for t (its coverage reaches
+// past it): a question about t is then answered as evidence, not as "the
+// history cannot vouch for that time". The controller proves its history
+// every few seconds.
+func waitCovered(ctx context.Context, cl *controlplane.Cluster, t time.Time) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		c, err := cl.Dynamic.Resource(coverageGVR).Get(ctx, "all", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		intervals, _, _ := unstructured.NestedSlice(c.Object, "intervals")
+		if len(intervals) == 0 {
+			return false, nil
+		}
+		last, _ := intervals[len(intervals)-1].(map[string]any)
+		to, _ := last["to"].(string)
+		until, err := time.Parse(time.RFC3339, to)
+		return err == nil && !until.Before(t), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the history's coverage did not reach %s within a minute: %w", t.Format(time.RFC3339), err)
+	}
+	return nil
+}
 
 // showPlugin runs the kubectl plugin as a user would, kubectl ptp with
 // bin/ on PATH, and shows what it says.
