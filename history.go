@@ -84,11 +84,10 @@ type historian struct {
 	// since is when this leader's handlers started noting changes: the
 	// earliest time its coverage can start.
 	since time.Time
-	// provenUntil is how far the coverage went when this leader started:
-	// every change before it was written by an earlier leader, so a
-	// change the handlers did not see happened after it (zero: nothing is
-	// proven, and a hold's own start is the bound).
-	provenUntil time.Time
+	// epoch is the pod informer's list this leader's coverage interval
+	// started after (watchProgress.epoch): a relist, after its watch broke
+	// off, ends the interval, as pods may have come and gone unseen.
+	epoch uint64
 	// coverage is the coverage object as last read or written.
 	coverage *history.IPHistoryCoverage
 	// probes are the last reads of the pods' resourceVersion, oldest
@@ -169,6 +168,11 @@ func (h *historian) moved(old, cur *podInfo, was, is []string) {
 		changed = old
 	}
 	after := h.changedAfter(changed.ResourceVersion, now)
+	if proven := h.provenUntil(); !after.IsZero() && after.Before(proven) {
+		// Seen late, so not seen when the coverage was last proven: it
+		// happened after that.
+		after = proven
+	}
 	var terminated time.Time
 	if old != nil {
 		// Gone, replaced, or finished: its termination, if any, ends here.
@@ -195,6 +199,16 @@ func (h *historian) moved(old, cur *podInfo, was, is []string) {
 			})
 		}
 	}
+}
+
+// provenUntil returns how far the coverage goes: every change made before
+// it was seen and written, so one not written yet happened after it (zero:
+// nothing is proven, and a hold's own start is the bound).
+func (h *historian) provenUntil() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, _ := history.CoveredUntil(h.coverage)
+	return t
 }
 
 // probePoint is a read of the pods' resourceVersion, and when it was made
@@ -490,7 +504,7 @@ func (h *historian) activate() {
 	open := map[string][]slim.UID{} // the open holds, by address
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.provenUntil, _ = history.CoveredUntil(h.coverage)
+	h.epoch = h.progress.listed()
 	queue := func(a string) {
 		h.unproven[a] = true
 		h.queue.Add(a)
@@ -681,6 +695,15 @@ func (h *historian) proveLoop(ctx, inflight context.Context, period time.Duratio
 func (h *historian) prove(ctx, inflight context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, proveWait)
 	defer cancel()
+	epoch, listedAt := h.progress.lastList()
+	h.mu.Lock()
+	if epoch != h.epoch {
+		// The informer listed the pods again (its watch broke off, and
+		// pods may have come and gone unseen): the coverage starts anew
+		// from that list.
+		h.epoch, h.since = epoch, listedAt
+	}
+	h.mu.Unlock()
 	p, err := h.probeNow(wctx)
 	if err != nil {
 		return err
@@ -688,6 +711,9 @@ func (h *historian) prove(ctx, inflight context.Context) error {
 	at := p.at
 	if !h.progress.caughtUp(wctx, strconv.FormatUint(p.rv, 10), proveTick) {
 		return fmt.Errorf("the pod handlers did not reach resourceVersion %d within %v", p.rv, proveWait)
+	}
+	if e, _ := h.progress.lastList(); e != epoch {
+		return fmt.Errorf("the pod informer listed the pods again while proving %s", at.Format(time.RFC3339))
 	}
 	handled := h.now()
 	for h.pendingBefore(handled) {

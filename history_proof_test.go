@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -289,5 +290,44 @@ func TestHistoryStandbyNotesWhatItSees(t *testing.T) {
 	f.sync("10.244.0.5")
 	if h := f.cached("10.244.0.5").Holders[0]; !h.From.Time.Equal(start) || h.StartedBefore != nil {
 		t.Errorf("hold = %+v, want from %v, observed", h, start)
+	}
+}
+
+// TestHistoryRelistEndsTheCoverage checks a pod informer that listed the
+// pods again (its watch broke off): pods may have come and gone unseen
+// between, so the coverage does not reach across; a new interval starts at
+// the relist.
+func TestHistoryRelistEndsTheCoverage(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	version := "100"
+	f.h.probe = func(context.Context) (string, error) { return version, nil }
+	lw := f.h.progress.wrap(&cache.ListWatch{ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+		return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: version}}, nil
+	}})
+	list := func() {
+		if _, err := lw.ListWithContextFunc(context.Background(), metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list() // the initial list
+	if err := f.h.load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.h.since = start
+	f.h.activate()
+	f.now = start.Add(time.Minute)
+	if err := f.h.prove(context.Background(), context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The watch breaks off; two minutes later the informer lists again.
+	f.now, version = start.Add(3*time.Minute), "200"
+	list()
+	if err := f.h.prove(context.Background(), context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := f.client.coverage[history.AllNamespaces]
+	if len(c.Intervals) != 2 || !c.Intervals[0].To.Time.Equal(start.Add(time.Minute)) || c.Intervals[1].From.Time.Before(start.Add(time.Minute)) {
+		t.Errorf("coverage = %+v, want it to end at %v and start again at the relist", c.Intervals, start.Add(time.Minute))
 	}
 }

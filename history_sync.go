@@ -106,17 +106,18 @@ func (h *historian) update(ctx context.Context, name string, have, want *history
 // at least until its termination began, and may have until its end. A
 // change they did not see happened while no leader saw (or before the
 // history was on): one that ended did so after how far the coverage went
-// (provenUntil) or the hold's start, whichever is later, and before now.
+// (provenUntil()) or the hold's start, whichever is later, and before now.
 // Holds close before others open: one that ends frees a place.
 func (h *historian) converge(o *history.IPHistory, now time.Time, seen map[slim.UID]seenAt) (changed bool, refused int) {
 	holders := h.holdersOf(o.Address, now, seen)
+	proven := h.provenUntil()
 	for _, hold := range history.OpenHolds(o) {
 		if !h.inScope(hold.Namespace) || slices.ContainsFunc(holders, func(x history.Hold) bool { return x.PodUID == hold.PodUID }) {
 			continue
 		}
 		s := seen[slim.ToUID(hold.PodUID)]
 		if s.end.IsZero() {
-			changed = history.Close(o, hold.PodUID, now, &h.provenUntil) || changed
+			changed = history.Close(o, hold.PodUID, now, &proven) || changed
 		} else {
 			changed = history.Close(o, hold.PodUID, s.end, endedAfter(s)) || changed
 		}
@@ -188,8 +189,8 @@ func (h *historian) holdersOf(addr string, now time.Time, seen map[slim.UID]seen
 		} else {
 			before := metav1.NewTime(now)
 			from := time.Unix(pod.Created, 0)
-			if from.Before(h.provenUntil) {
-				from = h.provenUntil
+			if proven := h.provenUntil(); from.Before(proven) {
+				from = proven
 			}
 			hold.From, hold.StartedBefore = metav1.NewTime(from), &before
 		}

@@ -163,6 +163,7 @@ func newHistoryFixture(t *testing.T) *historyFixture {
 	hc := &HistoryConfig{Client: f.client, Retention: time.Hour, Progress: &watchProgress{}, Writer: "test"}
 	f.h = newHistorian(hc, cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil), conflicts.NewHolderIndex(conflicts.MaxListed))
 	f.h.now = func() time.Time { return f.now }
+	f.h.progress.now = f.h.now
 	f.h.active.Store(true) // leading: the pod handlers note when they see a change
 	t.Cleanup(f.h.queue.ShutDown)
 	return f

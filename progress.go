@@ -40,6 +40,14 @@ type watchProgress struct {
 	delivered uint64
 	// handled counts the objects the pod handlers have processed.
 	handled atomic.Uint64
+	// epoch counts the lists given to the informer (its initial one, and
+	// each relist after a watch broke off), the last one at listedAt. A
+	// relist hands over the pods as they are: those that came and went
+	// since the watch broke off are not in it.
+	epoch    uint64
+	listedAt time.Time
+	// now is the clock of listedAt; nil: time.Now.
+	now func() time.Time
 }
 
 // wrap returns lw with its lists and watches followed by p; p nil: lw.
@@ -63,6 +71,7 @@ func (p *watchProgress) wrap(lw *cache.ListWatch) *cache.ListWatch {
 			pages += uint64(meta.LenList(obj))
 			if m, err := meta.ListAccessor(obj); err == nil && m.GetContinue() == "" {
 				p.delivered, pages = p.delivered+pages, 0
+				p.epoch, p.listedAt = p.epoch+1, p.clock()
 				p.advance(m.GetResourceVersion())
 			}
 			return obj, nil
@@ -100,6 +109,7 @@ func (p *watchProgress) wrap(lw *cache.ListWatch) *cache.ListWatch {
 				case watch.Bookmark:
 					if initial && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 						p.delivered, pending, initial = p.delivered+pending, 0, false
+						p.epoch, p.listedAt = p.epoch+1, p.clock()
 					} else if initial {
 						return e, true
 					}
@@ -124,6 +134,27 @@ func (p *watchProgress) advance(s string) {
 	if v, err := strconv.ParseUint(s, 10, 64); err == nil && v > p.rv {
 		p.rv = v
 	}
+}
+
+func (p *watchProgress) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
+}
+
+// lastList returns how many lists the informer was given, and when the
+// last one was.
+func (p *watchProgress) lastList() (uint64, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.epoch, p.listedAt
+}
+
+// listed returns how many lists the informer was given.
+func (p *watchProgress) listed() uint64 {
+	n, _ := p.lastList()
+	return n
 }
 
 // handledOne counts an object the pod handlers processed; the handlers
