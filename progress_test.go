@@ -45,7 +45,9 @@ func TestWatchProgressCountsWhatReachesTheStore(t *testing.T) {
 			return w, nil
 		},
 	})
-	list := func(cont string) { _, _ = lw.ListWithContextFunc(context.Background(), metav1.ListOptions{Continue: cont}) }
+	list := func(cont string) {
+		_, _ = lw.ListWithContextFunc(context.Background(), metav1.ListOptions{Continue: cont})
+	}
 	state := func() (uint64, uint64, uint64) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
