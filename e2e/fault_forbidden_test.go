@@ -326,8 +326,13 @@ func TestFaultForbiddenTerminatingNamespace(t *testing.T) {
 	// Pod events: 2 x rounds IP changes, a's change, b's graceful deletion
 	// and its forced one (the deletion made final, then the pod removed),
 	// plus the watch events of the controller's own 2 updates and delete.
-	if maxSyncs := float64(2*rounds + 7); work.Syncs > maxSyncs || work.SyncErrors != 0 || work.Retries != 0 {
-		t.Errorf("controller work: %+v, want at most %v syncs, no errors and no retries", work, maxSyncs)
+	// A retry is counted too when a sync waits for the watch to show the
+	// controller's own last write of the key (the forced deletion's two
+	// events can come before the echo of the update that marked b
+	// terminating, or of b's delete): at most one per own write, never a
+	// failure.
+	if maxSyncs := float64(2*rounds + 7); work.Syncs > maxSyncs || work.SyncErrors != 0 || work.Retries > 3 {
+		t.Errorf("controller work: %+v, want at most %v syncs, no errors and at most 3 waits for the controller's own writes", work, maxSyncs)
 	}
 	if float64(refusedLogs) != reqs["POST 403"] {
 		t.Errorf("%d log lines about refused creates for %v refused creates", refusedLogs, reqs["POST 403"])
