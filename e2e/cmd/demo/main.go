@@ -394,10 +394,10 @@ var ptpGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Re
 // coverageGVR is the history's coverage: how far it can vouch.
 var coverageGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "iphistorycoverages"}
 
-// waitCovered waits until the history vouches for t (its coverage reaches
-// past it): a question about t is then answered as evidence, not as "the
-// history cannot vouch for that time". The controller proves its history
-// every few seconds.
+// waitCovered waits until the history vouches for t (one of its coverage's
+// intervals includes it), for at most a minute: a question about t is then
+// answered as evidence, not as "the history cannot vouch for that time".
+// The controller proves its history every few seconds.
 func waitCovered(ctx context.Context, cl *controlplane.Cluster, t time.Time) error {
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		c, err := cl.Dynamic.Resource(coverageGVR).Get(ctx, "all", metav1.GetOptions{})
@@ -405,16 +405,19 @@ func waitCovered(ctx context.Context, cl *controlplane.Cluster, t time.Time) err
 			return false, nil
 		}
 		intervals, _, _ := unstructured.NestedSlice(c.Object, "intervals")
-		if len(intervals) == 0 {
-			return false, nil
+		for _, iv := range intervals {
+			m, _ := iv.(map[string]any)
+			from, err1 := time.Parse(time.RFC3339, fmt.Sprint(m["from"]))
+			to, err2 := time.Parse(time.RFC3339, fmt.Sprint(m["to"]))
+			if err1 == nil && err2 == nil && !t.Before(from) && !t.After(to) {
+				return true, nil
+			}
 		}
-		last, _ := intervals[len(intervals)-1].(map[string]any)
-		to, _ := last["to"].(string)
-		until, err := time.Parse(time.RFC3339, to)
-		return err == nil && !until.Before(t), nil
+		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the history's coverage did not reach %s within a minute: %w", t.Format(time.RFC3339), err)
+		// The answer then says that the history cannot vouch for t.
+		fmt.Fprintf(os.Stderr, "note: the history's coverage does not include %s after a minute\n", t.Format(time.RFC3339))
 	}
 	return nil
 }
