@@ -168,10 +168,12 @@ func (h *historian) moved(old, cur *podInfo, was, is []string) {
 		changed = old
 	}
 	after := h.changedAfter(changed.ResourceVersion, now)
-	if proven := h.provenUntil(); !after.IsZero() && after.Before(proven) {
+	if !after.IsZero() {
 		// Seen late, so not seen when the coverage was last proven: it
 		// happened after that.
-		after = proven
+		if proven := h.provenUntil(); after.Before(proven) {
+			after = proven
+		}
 	}
 	var terminated time.Time
 	if old != nil {
@@ -655,35 +657,21 @@ const proveWait = 2 * time.Minute
 // probeLoop reads the pods' resourceVersion every period until ctx ends
 // (see changedAfter).
 func (h *historian) probeLoop(ctx context.Context, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
 		if _, err := h.probeNow(ctx); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).V(2).Info("Reading the pods' resourceVersion", "err", err)
 		}
-	}
+	}, period)
 }
 
 // proveLoop extends the coverage every period until ctx ends; its writes
 // use inflight (see RunLeading).
 func (h *historian) proveLoop(ctx, inflight context.Context, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
 		if err := h.prove(ctx, inflight); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).V(2).Info("Not extending the history's coverage this time", "err", err)
 		}
-	}
+	}, period)
 }
 
 // prove extends the coverage to the time at which it starts, once it can
