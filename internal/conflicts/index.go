@@ -185,28 +185,18 @@ func (x *HolderIndex) listedLocked(list []Holder, i int) bool {
 // Oldest returns the n oldest holders of addr, oldest first, and how many
 // it has in all.
 func (x *HolderIndex) Oldest(addr string, n int) (keys []cache.ObjectName, total int) {
-	if x == nil {
-		return nil, 0
-	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	first, ok := x.one[addr]
-	if !ok {
-		return nil, 0
-	}
-	list := x.more[addr]
-	if list == nil {
-		return []cache.ObjectName{first.Key}, 1
-	}
-	for _, h := range list[:min(n, len(list))] {
-		keys = append(keys, h.Key)
-	}
-	return keys, len(list)
+	return x.oldest(addr, n, false)
 }
 
 // OldestLive is Oldest for conflict detection: it skips the terminating
 // holders, and total counts only the live ones.
 func (x *HolderIndex) OldestLive(addr string, n int) (keys []cache.ObjectName, total int) {
+	return x.oldest(addr, n, true)
+}
+
+// oldest is Oldest, or OldestLive with live set. Without live it reads
+// only the first n holders: a large group's newcomer costs no scan.
+func (x *HolderIndex) oldest(addr string, n int, live bool) (keys []cache.ObjectName, total int) {
 	if x == nil {
 		return nil, 0
 	}
@@ -219,6 +209,12 @@ func (x *HolderIndex) OldestLive(addr string, n int) (keys []cache.ObjectName, t
 	list := x.more[addr]
 	if list == nil {
 		list = []Holder{first}
+	}
+	if !live {
+		for _, h := range list[:min(n, len(list))] {
+			keys = append(keys, h.Key)
+		}
+		return keys, len(list)
 	}
 	for _, h := range list {
 		if h.Terminating {
