@@ -107,6 +107,10 @@ type Controller struct {
 	// conflicts follows the addresses in conflict, for logs and metrics.
 	conflicts *conflicts.Ledger
 	tracker   *tracker.Tracker
+	// authors knows which mirrors say what the controller wrote; policy
+	// whether the admission policy vouches for the others (nil: unknown).
+	authors *authors
+	policy  interface{ Bound() bool }
 	// history keeps the IPHistory objects; nil when off.
 	history *historian
 
@@ -180,6 +184,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		// what it delegates to.
 		conflicts: conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
 		tracker:   tracker.New(),
+		authors:   newAuthors(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(newRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"}),
 	}
@@ -371,6 +376,7 @@ func (c *Controller) deleteMirror(obj any) {
 		return
 	}
 	key := m.key()
+	c.authors.forget(key, m.UID)
 	if c.tracker.Observe(key, m.version(), true) {
 		return // our delete
 	}

@@ -119,6 +119,7 @@ func newFixture(t *testing.T) *fixture {
 		queue:        workqueue.NewTypedRateLimitingQueue(newRateLimiter()),
 		recorder:     f.recorder,
 		tracker:      tracker.New(),
+		authors:      newAuthors(),
 		conflicts:    conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
 		holders:      f.pods.holders,
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/tracker"
@@ -242,70 +244,157 @@ func TestMirrorHeldByAFinalizerIsDeletedOnce(t *testing.T) {
 	g.expectActions()
 }
 
-// forged returns m as someone else's edit left it: the fields edit changes,
-// and a managedFields entry of the manager "intruder" owning a mirror
-// field, beside the controller's own.
+// forged returns m as someone else's edit left it: the fields edit
+// changes, and managedFields that claim the controller wrote them all, as
+// any writer can send.
 func forged(m *PodToIp, edit func(*PodToIp)) *PodToIp {
 	m = m.DeepCopy()
 	edit(m)
 	m.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: fieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}},"f:podName":{}}`)}},
-		{Manager: "intruder", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:podIPs":{},"f:podUID":{}}`)}},
+		{Manager: fieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}},"f:podIPs":{},"f:podUID":{}}`)}},
 	}
 	return m
 }
 
-// TestTrailNeverRepeatsForgedState checks that what someone else wrote into
-// a mirror never reaches the trail as a hold: reverting an edit of a live
-// pod's mirror logs "reverted" with the pod's own hold and who edited it,
-// not a "changed" line with the forged addresses as previous; removing an
-// edited mirror logs "reverted" with no hold, not a release naming the
-// forged pod UID. An edit of users' metadata alone is not an edit of the
-// mirror.
-func TestTrailNeverRepeatsForgedState(t *testing.T) {
+// policyBound is the admission policy as a test wants it.
+type policyBound bool
+
+func (b policyBound) Bound() bool { return bool(b) }
+
+// mirroredBy has the controller create web's mirror for pod and returns the
+// fixture with the result cached, as the informer shows its own write.
+func mirroredBy(t *testing.T, pod *corev1.Pod) *fixture {
 	f := newFixture(t)
-	pod := testPod()
 	_ = f.pods.Add(pod)
-	f.cached(forged(desiredFor(pod), func(m *PodToIp) {
+	f.sync("web")
+	f.expectActions("create ns/web")
+	f.cached(desiredFor(pod), "m-1", "101")
+	return f
+}
+
+// TestTrailNeverRepeatsForgedState checks that what someone else wrote into
+// a mirror never reaches the trail as a hold, whatever its managedFields
+// claim: the controller knows what it wrote. Reverting an edit of a live
+// pod's mirror logs "reverted" with the pod's own hold, not a "changed"
+// line with the forged addresses as previous, and the event names nobody
+// (the audit log does); removing an edited mirror logs "reverted" with no
+// hold. An edit of users' metadata alone, even one that names another
+// manager, is not an edit of the mirror: its release is history.
+func TestTrailNeverRepeatsForgedState(t *testing.T) {
+	pod := testPod()
+	forge := func(m *PodToIp) {
 		m.PodUID = "forged-uid"
 		m.PodIPs, m.PodAddress, m.PodIPv4, m.PodIPv6 = []string{"192.0.2.66"}, "192.0.2.66", "192.0.2.66", ""
-	}), "m-1", "7")
+	}
+	f := mirroredBy(t, pod)
+	_ = f.mirrors.Update(toMirrorInfo(withMeta(forged(desiredFor(pod), forge), "m-1", "102")))
 	f.sync("web")
 	f.expectActions("update ns/web")
-	lines := f.trail()
-	if len(lines) != 1 || lines[0]["event"] != trail.Reverted || lines[0]["editedBy"] != "intruder" ||
+	lines := f.trail()[1:] // after the assignment
+	if len(lines) != 1 || lines[0]["event"] != trail.Reverted ||
 		lines[0]["podUID"] != "uid-1" || fmt.Sprint(lines[0]["podIPs"]) != "[10.244.0.5 fd00::5]" {
-		t.Fatalf("trail = %v, want one reverted line by intruder with the pod's own hold", lines)
+		t.Fatalf("trail = %v, want one reverted line with the pod's own hold", lines)
 	}
 	for _, l := range lines {
 		if s := fmt.Sprint(l); strings.Contains(s, "192.0.2.66") || strings.Contains(s, "forged-uid") {
 			t.Errorf("trail line %v repeats the forged state", l)
 		}
 	}
-	if ev := <-f.recorder.Events; !strings.Contains(ev, reasonEditReverted) || !strings.Contains(ev, "intruder") {
-		t.Errorf("event %q, want %s naming intruder", ev, reasonEditReverted)
+	if ev := <-f.recorder.Events; !strings.Contains(ev, reasonEditReverted) || !strings.Contains(ev, "102") {
+		t.Errorf("event %q, want %s naming the resourceVersion found", ev, reasonEditReverted)
 	}
 
 	// The pod gone, an edited mirror is removed without a release.
-	g := newFixture(t)
-	g.cached(forged(desiredFor(pod), func(m *PodToIp) { m.PodUID = "forged-uid" }), "m-1", "7")
+	g := mirroredBy(t, pod)
+	_ = g.mirrors.Update(toMirrorInfo(withMeta(forged(desiredFor(pod), forge), "m-1", "102")))
+	_ = g.pods.Delete(pod)
 	g.sync("web")
 	g.expectActions("delete ns/web")
-	lines = g.trail()
+	lines = g.trail()[1:]
 	if len(lines) != 1 || lines[0]["event"] != trail.Reverted || lines[0]["podUID"] != "" || fmt.Sprint(lines[0]["podIPs"]) != "[]" {
 		t.Errorf("trail = %v, want one reverted line with no hold", lines)
 	}
 
-	// An annotation by kubectl is users' metadata: the mirror is the
-	// controller's, and its release is history.
-	h := newFixture(t)
+	// Users' metadata, with managedFields naming someone else: the
+	// mirror is the controller's, and its release is history.
+	h := mirroredBy(t, pod)
 	annotated := desiredFor(pod)
 	annotated.Annotations = map[string]string{"note": "x"}
-	annotated.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl-annotate", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:note":{}}}}`)}}}
-	h.cached(annotated, "m-1", "7")
+	annotated.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "intruder", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:podIPs":{}}`)}}}
+	_ = h.mirrors.Update(toMirrorInfo(withMeta(annotated, "m-1", "102")))
+	_ = h.pods.Delete(pod)
 	h.sync("web")
 	h.expectActions("delete ns/web")
-	if lines := h.trail(); len(lines) != 1 || lines[0]["event"] != trail.Released || lines[0]["podUID"] != "uid-1" {
+	if lines := h.trail()[1:]; len(lines) != 1 || lines[0]["event"] != trail.Released || lines[0]["podUID"] != "uid-1" || lines[0]["unverified"] != nil {
 		t.Errorf("trail = %v, want the release of uid-1", lines)
 	}
+}
+
+// TestTrailOfMirrorsNotWrittenByThisProcess checks a mirror found after a
+// restart or a failover, whose pod has gone meanwhile: what it says is the
+// controller's own when the admission policy is in force, and the object's
+// unverified claim when it is not; one whose content is what its pod says
+// is true whoever wrote it.
+func TestTrailOfMirrorsNotWrittenByThisProcess(t *testing.T) {
+	pod := testPod()
+	for _, bound := range []bool{false, true} {
+		f := newFixture(t)
+		f.c.policy = policyBound(bound)
+		f.cached(forged(desiredFor(pod), func(m *PodToIp) { m.PodUID = "claimed-uid" }), "m-1", "7")
+		f.sync("web")
+		f.expectActions("delete ns/web")
+		lines := f.trail()
+		if len(lines) != 1 || lines[0]["event"] != trail.Released || lines[0]["podUID"] != "claimed-uid" {
+			t.Fatalf("bound=%v: trail = %v, want the release as found", bound, lines)
+		}
+		if got, want := lines[0]["unverified"] != nil, !bound; got != want {
+			t.Errorf("bound=%v: unverified=%v, want %v: %v", bound, got, want, lines[0])
+		}
+	}
+
+	// Found equal to what its pod says: adopted, so a later edit shows.
+	f := newFixture(t)
+	_ = f.pods.Add(pod)
+	f.cached(desiredFor(pod), "m-1", "7")
+	f.sync("web")
+	f.expectActions()
+	_ = f.mirrors.Update(toMirrorInfo(withMeta(forged(desiredFor(pod), func(m *PodToIp) { m.NodeName = "elsewhere" }), "m-1", "8")))
+	f.sync("web")
+	f.expectActions("update ns/web")
+	if lines := f.trail(); len(lines) != 1 || lines[0]["event"] != trail.Reverted {
+		t.Errorf("trail = %v, want one reverted line", lines)
+	}
+}
+
+// TestTrailOfAWriteWhoseResponseWasLost checks that a mirror the
+// controller wrote, though its request failed (a timeout: the API server
+// may have applied it), is still its own.
+func TestTrailOfAWriteWhoseResponseWasLost(t *testing.T) {
+	pod := testPod()
+	f := mirroredBy(t, pod)
+	moved := testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.9"}}; p.Status.PodIP = "10.244.0.9" })
+	_ = f.pods.Update(moved)
+	f.client.err = errors.New("the response was lost")
+	if err := f.c.syncHandler(f.ctx, cache.ObjectName{Namespace: "ns", Name: "web"}); err == nil {
+		t.Fatal("the failed update returned no error")
+	}
+	f.client.err = nil
+	f.expectActions("update ns/web")
+	// It was applied all the same; then the pod goes.
+	_ = f.mirrors.Update(toMirrorInfo(withMeta(desiredFor(moved), "m-1", "103")))
+	f.c.tracker = tracker.New()
+	_ = f.pods.Delete(moved)
+	f.sync("web")
+	f.expectActions("delete ns/web")
+	lines := f.trail()
+	if last := lines[len(lines)-1]; last["event"] != trail.Released || fmt.Sprint(last["podIPs"]) != "[10.244.0.9]" {
+		t.Errorf("trail = %v, want the release of 10.244.0.9 last", lines)
+	}
+}
+
+// withMeta gives m the identity the API server would.
+func withMeta(m *PodToIp, uid, rv string) *PodToIp {
+	m = m.DeepCopy()
+	m.UID, m.ResourceVersion = types.UID(uid), rv
+	return m
 }

@@ -90,8 +90,8 @@ func splitWatchEvent(data []byte) (typ string, obj []byte, ok bool) {
 // decodeCachedMirror reads a PodToIp with the fields the cache keeps
 // (toMirrorInfo): identity, resourceVersion, labels, annotations,
 // finalizers, generateName, owner references, whether it is being deleted,
-// who else edited it (decodeEditors), and every field of the mirror. Other
-// metadata (creationTimestamp, generation) is skipped, checked only to be
+// and every field of the mirror. Other metadata (creationTimestamp,
+// generation, managedFields) is skipped, checked only to be
 // valid JSON. It declines (ok false) anything but a PodToIp of this group's
 // version, and any input jsonscan declines.
 func decodeCachedMirror(data []byte) (m *PodToIp, ok bool) {
@@ -166,8 +166,6 @@ func decodeMirrorMeta(c *jsonscan.Cursor, meta *metav1.ObjectMeta) bool {
 			meta.Finalizers, ok = c.StrList()
 		case "ownerReferences":
 			meta.OwnerReferences, ok = decodeOwnerRefs(c)
-		case "managedFields":
-			meta.ManagedFields, ok = decodeEditors(c)
 		default:
 			ok = c.Skip()
 		}
@@ -255,7 +253,6 @@ type cachedMeta struct {
 	Annotations       map[string]string       `json:"annotations"`
 	Finalizers        []string                `json:"finalizers"`
 	OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
-	ManagedFields     editorEntries           `json:"managedFields"`
 }
 
 // decodeCachedList decodes a PodToIpList into l with sigs.k8s.io/json,
@@ -274,7 +271,6 @@ func decodeCachedList(data []byte, l *PodToIpList) bool {
 			Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
 			GenerateName: m.GenerateName, DeletionTimestamp: m.DeletionTimestamp, Labels: m.Labels,
 			Annotations: m.Annotations, Finalizers: m.Finalizers, OwnerReferences: m.OwnerReferences,
-			ManagedFields: m.ManagedFields,
 		}
 	}
 	return true

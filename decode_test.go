@@ -22,10 +22,6 @@ func slimmed(m *PodToIp) *PodToIp {
 		GenerateName: m.GenerateName, DeletionTimestamp: m.DeletionTimestamp, Labels: m.Labels,
 		Annotations: m.Annotations, Finalizers: m.Finalizers, OwnerReferences: m.OwnerReferences,
 	}
-	// Of managedFields, the cache keeps who else edited the mirror.
-	if by := editorsOf(m.ManagedFields); by != "" {
-		out.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: by}}
-	}
 	return out
 }
 

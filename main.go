@@ -331,6 +331,9 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	// standby that never becomes the leader never calls Run. ShutDown is
 	// idempotent, so this is a no-op after Run.
 	defer controller.queue.ShutDown()
+	policy := access.NewPolicy(c.kube)
+	policy.Start(ctx)
+	controller.policy = policy
 	registerMetrics(controller)
 
 	// Every replica warms its caches; only the leader runs workers.

@@ -50,6 +50,17 @@ func registerMetrics(c *Controller) {
 		legacyregistry.MustRegister(syncsTotal, writesTotal, conflictsDetectedTotal, editsRevertedTotal, historyWritesTotal)
 		legacyregistry.RawMustRegister(
 			metrics.NewGaugeFunc(&metrics.GaugeOpts{
+				Namespace: "podtoip", Name: "admission_policy_bound",
+				Help: "1 when the admission policies (artifacts/policy.yaml) and their bindings are in force, as last read (every 30 s); 0 when one is missing or does not deny, " +
+					"or the controller may not read them: then anyone with RBAC to write PodToIps or IPHistories can change the answers.",
+				StabilityLevel: metrics.ALPHA,
+			}, func() float64 {
+				if c.policyBound() {
+					return 1
+				}
+				return 0
+			}),
+			metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Subsystem: "controller", Name: "mirrors",
 				Help:           "PodToIp objects managed by this controller, as seen in its cache.",
 				StabilityLevel: metrics.ALPHA,

@@ -131,13 +131,10 @@ func slimPod(obj any) (any, error) {
 //     unchanged (applyDesired): other labels, annotations, finalizers,
 //     generateName.
 //
-// Of the managedFields it keeps only the names of other managers that
-// changed a field of the mirror (editedBy): what such a mirror says is not
-// the controller's, and the trail does not repeat it.
 // Of the deletion fields it keeps only whether the mirror is being deleted
 // (Deleting): a mirror that a finalizer holds after its DELETE was accepted
 // is gone as far as the controller is concerned, and must not be deleted,
-// or released in the trail, again. It drops the rest of managedFields,
+// or released in the trail, again. It drops managedFields,
 // creationTimestamp, generation and the deletion timestamps, which the
 // controller never reads and which an update leaves as the API server has
 // them.
@@ -177,9 +174,6 @@ type mirrorOther struct {
 	conflictsWith                         []string
 	// kept is the users' metadata an update sends back.
 	kept keptMeta
-	// editedBy names the other field managers that changed what the
-	// mirror says (editorsOf); "" when it is all the controller's.
-	editedBy string
 }
 
 // keptMeta is the metadata of a mirror that the controller does not own
@@ -249,15 +243,6 @@ func (m *mirrorInfo) conflictsWith() []string {
 	return nil
 }
 
-// editedBy names the other field managers that changed what the mirror
-// says, or "" (see editorsOf).
-func (m *mirrorInfo) editedBy() string {
-	if m.other != nil {
-		return m.other.editedBy
-	}
-	return ""
-}
-
 // kept returns the users' metadata an update sends back.
 func (m *mirrorInfo) kept() keptMeta {
 	if m.other != nil {
@@ -303,8 +288,7 @@ func toMirrorInfo(m *PodToIp) *mirrorInfo {
 		Deleting:        m.DeletionTimestamp != nil,
 	}
 	v4, v6 := addr.Families(m.PodIPs)
-	editedBy := editorsOf(m.ManagedFields)
-	usual := editedBy == "" && m.PodName == m.Name && len(m.PodIPs) > 0 && m.PodAddress == m.PodIPs[0] &&
+	usual := m.PodName == m.Name && len(m.PodIPs) > 0 && m.PodAddress == m.PodIPs[0] &&
 		m.PodIPv4 == v4 && m.PodIPv6 == v6 &&
 		len(m.Labels) == 1 && m.Labels[managedByLabel] == controllerName &&
 		len(m.OwnerReferences) == 1 && isPodControllerRef(m.OwnerReferences[0], m.Name) && m.OwnerReferences[0].UID == m.PodUID &&
@@ -313,7 +297,7 @@ func toMirrorInfo(m *PodToIp) *mirrorInfo {
 	if !usual {
 		out.other = &mirrorOther{
 			podName: m.PodName, podAddress: m.PodAddress, podIPv4: m.PodIPv4, podIPv6: m.PodIPv6,
-			labels: m.Labels, owners: m.OwnerReferences, conflictsWith: m.ConflictsWith, editedBy: editedBy,
+			labels: m.Labels, owners: m.OwnerReferences, conflictsWith: m.ConflictsWith,
 		}
 		if m.GenerateName != "" || len(m.Annotations) > 0 || len(m.Finalizers) > 0 {
 			out.other.kept = keptMeta{generateName: m.GenerateName, annotations: m.Annotations, finalizers: m.Finalizers}

@@ -119,6 +119,8 @@ func (c *Controller) converge(ctx context.Context, key cache.ObjectName, pod *po
 	case needsUpdate(have, want):
 		wrote, err = c.updateMirrorObject(ctx, key, pod, have, applyDesired(have, want), observed)
 	default:
+		// What it says is what the pod says: whoever wrote it, it is true.
+		c.authors.adopt(key, have)
 		return nil
 	}
 	if wrote {
@@ -162,12 +164,17 @@ func versionOf(m *PodToIp, err error) (tracker.Version, error) {
 }
 
 func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp, observed time.Time) (wrote bool, err error) {
+	var made tracker.Version
+	c.authors.sending(key, want)
 	err = c.tracker.Write(key, func() (tracker.Version, error) {
-		return versionOf(c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{}))
+		v, err := versionOf(c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{}))
+		made = v
+		return v, err
 	})
 	logger := klog.FromContext(ctx)
 	switch {
 	case err == nil:
+		c.authors.wrote(key, made.UID, want)
 		writesTotal.WithLabelValues("create").Inc()
 		logger.V(4).Info("Created PodToIp", "address", want.PodAddress)
 		trail.Log(ctx, trail.Assigned, want.trail(), nil, observed)
@@ -186,25 +193,33 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 }
 
 func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, pod *podInfo, have *mirrorInfo, obj *PodToIp, observed time.Time) (wrote bool, err error) {
+	author := c.authors.of(key, have, c.policyBound())
+	var made tracker.Version
+	c.authors.sending(key, obj)
 	err = c.tracker.Write(key, func() (tracker.Version, error) {
-		return versionOf(c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{}))
+		v, err := versionOf(c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{}))
+		made = v
+		return v, err
 	})
 	logger := klog.FromContext(ctx)
 	switch {
 	case err == nil:
+		c.authors.wrote(key, made.UID, obj)
 		writesTotal.WithLabelValues("update").Inc()
 		logger.V(4).Info("Updated PodToIp", "address", obj.PodAddress)
-		if by := have.editedBy(); by != "" {
-			c.reportReverted(ctx, pod, by)
-			trail.LogReverted(ctx, obj.trail(), by, observed)
+		if author == edited {
+			c.reportReverted(ctx, pod, have)
+			trail.LogReverted(ctx, obj.trail(), observed)
 		} else if !have.PodUID.Is(obj.PodUID) {
 			// The mirror passed to a new pod under the same name (its
 			// deletion was never seen): for the trail, the old pod let go
 			// of its addresses and the new one took its own.
-			trail.Log(ctx, trail.Released, c.withHeldFrom(have.trail(), have.PodIPs, have.PodUID.UID()), nil, observed)
+			trail.Log(ctx, trail.Released, c.heldBy(have, have.PodIPs, author), nil, observed)
 			trail.Log(ctx, trail.Assigned, obj.trail(), nil, observed)
 		} else {
-			trail.Log(ctx, trail.Changed, c.withHeldFrom(obj.trail(), givenUp(have.PodIPs, obj.PodIPs), obj.PodUID), have.PodIPs, observed)
+			f := c.withHeldFrom(obj.trail(), givenUp(have.PodIPs, obj.PodIPs), obj.PodUID)
+			f.Unverified = author == unverified
+			trail.Log(ctx, trail.Changed, f, have.PodIPs, observed)
 		}
 		return true, nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
@@ -221,6 +236,7 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 	// The UID precondition makes sure a newer object created under the same
 	// name since the cache was filled is never deleted by mistake.
 	uid := have.UID.UID()
+	author := c.authors.of(key, have, c.policyBound())
 	err := c.mirrorClient.PodToIps(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid},
 	})
@@ -230,14 +246,16 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 		c.tracker.Deleted(key, have.version())
 		writesTotal.WithLabelValues("delete").Inc()
 		logger.V(4).Info("Deleted PodToIp")
-		c.logReleased(ctx, have, observed)
+		c.authors.forget(key, have.UID)
+		c.logReleased(ctx, have, author, observed)
 		return nil
 	case apierrors.IsNotFound(err):
 		// Someone else (the garbage collector, after a forced pod
 		// deletion) was faster; the pod let go of its addresses all the
 		// same, and no later reconcile will see the mirror to say so.
 		logger.V(2).Info("PodToIp already gone; waiting for the cache", "err", err)
-		c.logReleased(ctx, have, observed)
+		c.authors.forget(key, have.UID)
+		c.logReleased(ctx, have, author, observed)
 		return nil
 	case apierrors.IsConflict(err):
 		logger.V(2).Info("PodToIp replaced; waiting for the cache", "err", err)
@@ -248,14 +266,26 @@ func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectNam
 }
 
 // logReleased writes the trail line of a removed mirror: released, from
-// what the controller wrote; or reverted with no hold when someone else had
-// changed what it says, which is then not history.
-func (c *Controller) logReleased(ctx context.Context, have *mirrorInfo, observed time.Time) {
-	if by := have.editedBy(); by != "" {
-		trail.LogReverted(ctx, trail.Fields{}, by, observed)
+// what it said; or reverted with no hold when someone else had changed
+// what it says, which is then not history (see authorship).
+func (c *Controller) logReleased(ctx context.Context, have *mirrorInfo, author authorship, observed time.Time) {
+	if author == edited {
+		trail.LogReverted(ctx, trail.Fields{}, observed)
 		return
 	}
-	trail.Log(ctx, trail.Released, c.withHeldFrom(have.trail(), have.PodIPs, have.PodUID.UID()), nil, observed)
+	trail.Log(ctx, trail.Released, c.heldBy(have, have.PodIPs, author), nil, observed)
+}
+
+// heldBy is what a trail line says of have's pod letting go of letGo.
+func (c *Controller) heldBy(have *mirrorInfo, letGo []string, author authorship) trail.Fields {
+	f := c.withHeldFrom(have.trail(), letGo, have.PodUID.UID())
+	f.Unverified = author == unverified
+	return f
+}
+
+// policyBound reports whether the admission policy is known to be in force.
+func (c *Controller) policyBound() bool {
+	return c.policy != nil && c.policy.Bound()
 }
 
 // withHeldFrom adds to f when the pod uid's holds on the addresses it lets
@@ -278,13 +308,15 @@ func givenUp(was, is []string) []string {
 
 // reportReverted tells users that the controller undid someone else's
 // edit of a mirror: a log line, a Warning event on the pod, and a count.
-func (c *Controller) reportReverted(ctx context.Context, pod *podInfo, editedBy string) {
+// It names no editor: the mirror's managedFields are whatever the editor
+// sent; the API server's audit log knows who it was.
+func (c *Controller) reportReverted(ctx context.Context, pod *podInfo, have *mirrorInfo) {
 	editsRevertedTotal.Inc()
-	klog.FromContext(ctx).Info("Reverted an edit of a PodToIp by another field manager; PodToIps are written only by this controller", "editedBy", editedBy)
+	klog.FromContext(ctx).Info("Reverted an edit of a PodToIp: it said what this controller had not written; PodToIps are written only by this controller", "resourceVersion", have.ResourceVersion)
 	if c.recorder != nil {
 		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonEditReverted,
-			"PodToIp %s/%s had been changed by %s; %s rewrote it from the pod. Only %s writes PodToIps: install its admission policy (artifacts/policy.yaml) to refuse such edits.",
-			pod.Namespace, pod.Name, editedBy, controllerName, controllerName)
+			"PodToIp %s/%s (resourceVersion %s) said what %s had not written; it rewrote it from the pod. The API server's audit log names who changed it. Only %s writes PodToIps: install its admission policy (artifacts/policy.yaml) to refuse such edits.",
+			pod.Namespace, pod.Name, have.ResourceVersion, controllerName, controllerName)
 	}
 }
 

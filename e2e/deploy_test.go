@@ -35,6 +35,9 @@ const (
 	saUser = "system:serviceaccount:" + framework.DeployNamespace + ":" + saName
 )
 
+// policyNames are the shipped admission policies and their bindings.
+var policyNames = []string{"podtoip-controller", "podtoip-controller-history"}
+
 var saGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + framework.DeployNamespace, "system:authenticated"}
 
 // TestDeployManifests applies artifacts/ with kustomize as users do, then
@@ -115,6 +118,9 @@ func TestDeployManifests(t *testing.T) {
 			// token and permission.
 			{[]string{"create"}, "tokenreviews.authentication.k8s.io", "", nil},
 			{[]string{"create"}, "subjectaccessreviews.authorization.k8s.io", "", nil},
+			// Whether its admission policies are in force: a get of each by name.
+			{[]string{"get"}, "validatingadmissionpolicies.admissionregistration.k8s.io", "", policyNames},
+			{[]string{"get"}, "validatingadmissionpolicybindings.admissionregistration.k8s.io", "", policyNames},
 		}
 		want := func(verb, resource, ns, name string) bool {
 			for _, g := range allowed {
@@ -152,6 +158,8 @@ func TestDeployManifests(t *testing.T) {
 				names = []string{"podtoip-controller", "other-lease", ""}
 			case "serviceaccounts/token":
 				names = []string{saName, ""} // minting its own tokens
+			case "validatingadmissionpolicies.admissionregistration.k8s.io", "validatingadmissionpolicybindings.admissionregistration.k8s.io":
+				names = append(slices.Clone(policyNames), "other-policy", "")
 			}
 			for _, v := range verbs {
 				for _, ns := range []string{"", framework.DeployNamespace, "default"} {

@@ -22,8 +22,10 @@
 //	heldFrom       (released, changed) for each address the pod lets go
 //	               of, when its hold began, from the address's IPHistory;
 //	               absent when the history does not know it
-//	editedBy       (reverted only) the other field managers whose edit of
-//	               the mirror was undone
+//	unverified     (released, changed; only when true) the addresses let
+//	               go of were read from a mirror this process did not
+//	               write, with no admission policy in force to vouch that
+//	               only the controller writes them: the object's claim
 //	observed       when the controller read the state it acted on: RFC 3339
 //	               in UTC with nine fractional digits, so that comparing two
 //	               as strings (as jq does) compares them as times
@@ -56,7 +58,7 @@ const (
 	// Released: the mirror was removed; the pod no longer holds the
 	// addresses.
 	Released = "released"
-	// Reverted: someone else (editedBy) had changed what the mirror says,
+	// Reverted: someone else had changed what the mirror says,
 	// and the controller rewrote it from the pod: the line states the hold
 	// the pod has now (none when the mirror was removed). What the edited
 	// mirror said is not a hold and is never logged; the mirror's previous
@@ -75,6 +77,9 @@ type Fields struct {
 	// hold on it began, where known: with the line's observed time it makes
 	// the hold a closed interval.
 	HeldFrom map[string]time.Time
+	// Unverified: what a released or changed line lets go of is the
+	// mirror's claim, not proven the controller's own write.
+	Unverified bool
 }
 
 // Log writes one trail line about mirror m. previous is the addresses
@@ -107,13 +112,16 @@ func Log(ctx context.Context, event string, m Fields, previous []string, observe
 		}
 		kv = append(kv, "heldFrom", from)
 	}
+	if m.Unverified && (event == Released || event == Changed) {
+		kv = append(kv, "unverified", true)
+	}
 	kv = append(kv, "observed", observed.UTC().Format(TimeFormat))
 	klog.FromContext(ctx).Info(Message, kv...)
 }
 
-// LogReverted writes the line of a mirror that editedBy had changed and
-// the controller rewrote (now: the pod's hold) or removed (now: empty).
-func LogReverted(ctx context.Context, now Fields, editedBy string, observed time.Time) {
+// LogReverted writes the line of a mirror that someone else had changed
+// and the controller rewrote (now: the pod's hold) or removed (now: empty).
+func LogReverted(ctx context.Context, now Fields, observed time.Time) {
 	klog.FromContext(ctx).Info(Message,
 		"event", Reverted,
 		"podUID", string(now.PodUID),
@@ -122,7 +130,6 @@ func LogReverted(ctx context.Context, now Fields, editedBy string, observed time
 		"podIPv4", now.PodIPv4,
 		"podIPv6", now.PodIPv6,
 		"hostNetwork", now.HostNetwork,
-		"editedBy", editedBy,
 		"observed", observed.UTC().Format(TimeFormat))
 }
 
