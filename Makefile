@@ -96,7 +96,7 @@ test-unit: ## Run the unit tests (race detector on).
 # FUZZTIME is how much test-fuzz runs each fuzz target: a count of inputs
 # (Nx) or a duration. The default is a count, so CI does the same work on any
 # machine, and because a duration expiring mid-run can make Go's fuzzer report
-# "context deadline exceeded" as a failure with no crasher (seen here).
+# "context deadline exceeded" as a failure with no crasher.
 FUZZTIME ?= 5000x
 # Each fuzz target as package:Target.
 FUZZ_TARGETS := .:FuzzDesiredMirror .:FuzzMirrorChanged .:FuzzApplyDesired .:FuzzDecodePodToIp .:FuzzCacheDecoderMatchesStandard \

@@ -1,6 +1,6 @@
 // Hand-written deep-copy functions for the IPHistory types, in the shape
-// deepcopy-gen would produce, so the types satisfy runtime.Object and can
-// live in informer caches, where objects are copied before any change.
+// deepcopy-gen would produce, so that the types satisfy runtime.Object and
+// the leader can copy its record of an IPHistory before changing it.
 
 package history
 

@@ -67,7 +67,7 @@ func goMemoryLimit(getenv func(string) string) (int64, error) {
 // which live as long as the process, so the collector's usual headroom
 // (GOGC=100: the heap may grow to twice the live data before a collection)
 // is mostly room for nothing but garbage. At 50 the heap grows by half the
-// live data, trading a little collector CPU for memory (docs/benchmarks.md
+// live data, trading a little collector CPU for memory (docs/performance.md
 // has the figures).
 const defaultGCPercent = 50
 
