@@ -192,11 +192,11 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 	if inf.History != nil {
 		progress = inf.History.Progress
 	}
-	podHandler, err := addHandler(ctx, inf.Pods, counted1(c.addPod, progress), counted2(c.updatePod, progress), counted1(c.deletePod, progress))
+	podHandler, err := addHandler(ctx, inf.Pods, counted1(c.podAdded, progress), counted2(c.podUpdated, progress), counted1(c.podDeleted, progress))
 	if err != nil {
 		return nil, fmt.Errorf("adding pod event handler: %w", err)
 	}
-	if _, err := addHandler(ctx, inf.Mirrors, c.addMirror, c.updateMirror, c.deleteMirror); err != nil {
+	if _, err := addHandler(ctx, inf.Mirrors, c.mirrorAdded, c.mirrorUpdated, c.mirrorDeleted); err != nil {
 		return nil, fmt.Errorf("adding PodToIp event handler: %w", err)
 	}
 	c.cachesSynced = []cache.InformerSynced{inf.Pods.HasSynced, inf.Mirrors.HasSynced, podHandler.HasSynced}
@@ -283,8 +283,10 @@ func ensureIndexers(inf cache.SharedIndexInformer, want cache.Indexers) error {
 	return inf.AddIndexers(missing)
 }
 
-// The event handlers only filter and enqueue; all decisions are made in
-// syncHandler from the caches.
+// The event handlers filter, keep current what must follow every event
+// on every replica (the holder index, the changes the history has seen),
+// and enqueue; every decision about a mirror is made in syncHandler from
+// the caches.
 
 // enqueue queues key for the workers, if they run (see active).
 func (c *Controller) enqueue(key cache.ObjectName) {
@@ -302,7 +304,7 @@ func (c *Controller) enqueue(key cache.ObjectName) {
 // group it joins as its newest member, whose mirrors keep listing the
 // oldest.
 
-func (c *Controller) addPod(obj any) {
+func (c *Controller) podAdded(obj any) {
 	pod := obj.(*podInfo)
 	is := heldAddresses(pod)
 	affected := c.holders.Move(pod.holder(), nil, is)
@@ -311,7 +313,7 @@ func (c *Controller) addPod(obj any) {
 	c.enqueueHoldersOf(pod.key(), affected)
 }
 
-func (c *Controller) updatePod(oldObj, newObj any) {
+func (c *Controller) podUpdated(oldObj, newObj any) {
 	old, cur := oldObj.(*podInfo), newObj.(*podInfo)
 	if old.ResourceVersion == cur.ResourceVersion || !mirrorChanged(old, cur) {
 		return
@@ -337,7 +339,7 @@ func (c *Controller) updatePod(oldObj, newObj any) {
 	c.enqueueHoldersOf(cur.key(), affected)
 }
 
-func (c *Controller) deletePod(obj any) {
+func (c *Controller) podDeleted(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
 		was := heldAddresses(pod)
 		affected := c.holders.Move(pod.holder(), was, nil)
@@ -347,7 +349,7 @@ func (c *Controller) deletePod(obj any) {
 	}
 }
 
-func (c *Controller) addMirror(obj any) {
+func (c *Controller) mirrorAdded(obj any) {
 	m := obj.(*mirrorInfo)
 	key := m.key()
 	if c.tracker.Observe(key, m.version(), false) {
@@ -356,7 +358,7 @@ func (c *Controller) addMirror(obj any) {
 	c.enqueue(key)
 }
 
-func (c *Controller) updateMirror(oldObj, newObj any) {
+func (c *Controller) mirrorUpdated(oldObj, newObj any) {
 	old, cur := oldObj.(*mirrorInfo), newObj.(*mirrorInfo)
 	if old.ResourceVersion == cur.ResourceVersion {
 		return
@@ -370,7 +372,7 @@ func (c *Controller) updateMirror(oldObj, newObj any) {
 	c.enqueue(key)
 }
 
-func (c *Controller) deleteMirror(obj any) {
+func (c *Controller) mirrorDeleted(obj any) {
 	m, ok := unwrapTombstone(obj).(*mirrorInfo)
 	if !ok {
 		return

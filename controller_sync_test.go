@@ -176,7 +176,7 @@ func TestSyncAfterDeletionLearnedByRelist(t *testing.T) {
 
 	// The watch broke; the relist finds the object gone.
 	_ = f.mirrors.Delete(old)
-	f.c.deleteMirror(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: old})
+	f.c.mirrorDeleted(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: old})
 	f.takeQueued()
 	f.sync("web")
 	f.expectActions("create ns/web")
@@ -200,10 +200,10 @@ func TestSyncAfterEventsOvertakeTheWrite(t *testing.T) {
 	// The informer delivers the object's add and its deletion meanwhile.
 	m := desiredFor(testPod())
 	m.UID, m.ResourceVersion = "m-1", "101"
-	f.c.addMirror(toMirrorInfo(m))
+	f.c.mirrorAdded(toMirrorInfo(m))
 	gone := m.DeepCopy()
 	gone.ResourceVersion = "102"
-	f.c.deleteMirror(toMirrorInfo(gone))
+	f.c.mirrorDeleted(toMirrorInfo(gone))
 	close(f.client.release)
 	<-done
 	f.client.entered = nil
@@ -258,14 +258,14 @@ func TestHandlersQueueNothingUntilWorkersRun(t *testing.T) {
 	for i := range 50 { // batch pods, each a new name, come and go
 		p := toPodInfo(testPod(func(p *corev1.Pod) { p.Name = fmt.Sprintf("job-%d", i) }))
 		_ = f.pods.Indexer.Add(p)
-		f.c.addPod(p)
+		f.c.podAdded(p)
 		_ = f.pods.Indexer.Delete(p)
-		f.c.deletePod(p)
+		f.c.podDeleted(p)
 	}
 	_ = f.pods.Add(testPod())
-	f.c.addPod(toPodInfo(testPod()))
+	f.c.podAdded(toPodInfo(testPod()))
 	orphan := f.cached(desiredFor(testPod(func(p *corev1.Pod) { p.Name = "gone" })), "m-9", "3")
-	f.c.addMirror(orphan)
+	f.c.mirrorAdded(orphan)
 	if n := f.c.queue.Len(); n != 0 {
 		t.Fatalf("a standby queued %d keys", n)
 	}
@@ -278,7 +278,7 @@ func TestHandlersQueueNothingUntilWorkersRun(t *testing.T) {
 	f.sync("gone")
 	f.expectActions("create ns/web", "delete ns/gone")
 	// Another address than web's: a pod sharing it would queue web too.
-	f.c.addPod(toPodInfo(testPod(func(p *corev1.Pod) {
+	f.c.podAdded(toPodInfo(testPod(func(p *corev1.Pod) {
 		p.Name, p.Status.PodIP, p.Status.PodIPs = "late", "10.244.0.9", []corev1.PodIP{{IP: "10.244.0.9"}}
 	})))
 	if f.c.queue.Len() != 1 {
@@ -394,7 +394,7 @@ func TestSyncWaitsForDeletionAppliedDuringItsRead(t *testing.T) {
 		_ = f.mirrors.Delete(m)
 		gone := *m
 		gone.ResourceVersion = "102"
-		f.c.deleteMirror(&gone)
+		f.c.mirrorDeleted(&gone)
 	}
 	f.c.mirrors = ix
 	f.sync("web")

@@ -37,7 +37,7 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	} else if want, err = history.New(addr); err != nil {
 		return nil
 	}
-	changed, refused := h.converge(want, now, seen)
+	changed, refused := h.applySeen(want, now, seen)
 	switch {
 	case !known && len(want.Holders) == 0:
 	case !known:
@@ -46,7 +46,7 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	case len(want.Holders) == 0:
 		err = h.remove(ctx, name, r)
 	case changed:
-		err = h.update(ctx, name, have, want, func(o *history.IPHistory) { h.converge(o, now, seen) })
+		err = h.update(ctx, name, have, want, func(o *history.IPHistory) { h.applySeen(o, now, seen) })
 	}
 	switch {
 	case err != nil:
@@ -99,7 +99,7 @@ func (h *historian) update(ctx context.Context, name string, have, want *history
 	return h.write(ctx, name, "update", whole, func() (string, error) { return h.client.Update(ctx, whole) })
 }
 
-// converge changes o to what the pod cache says at now, and reports
+// applySeen changes o to what the pod cache says at now, and reports
 // whether anything changed and how many holders could not be given a hold
 // (MaxHolds are open). A hold starts or ends when the pod handlers saw it
 // do so (seen); a pod that was terminating when it ended held the address
@@ -108,7 +108,7 @@ func (h *historian) update(ctx context.Context, name string, have, want *history
 // history was on): one that ended did so after how far the coverage went
 // (provenUntil()) or the hold's start, whichever is later, and before now.
 // Holds close before others open: one that ends frees a place.
-func (h *historian) converge(o *history.IPHistory, now time.Time, seen map[slim.UID]seenAt) (changed bool, refused int) {
+func (h *historian) applySeen(o *history.IPHistory, now time.Time, seen map[slim.UID]seenAt) (changed bool, refused int) {
 	holders := h.holdersOf(o.Address, now, seen)
 	proven := h.provenUntil()
 	for _, hold := range history.OpenHolds(o) {

@@ -113,11 +113,11 @@ func (c *Controller) converge(ctx context.Context, key cache.ObjectName, pod *po
 	case want == nil && have == nil:
 		return nil
 	case want == nil:
-		return c.deleteMirrorObject(ctx, key, have, observed)
+		return c.deleteMirror(ctx, key, have, observed)
 	case have == nil:
 		wrote, err = c.createMirror(ctx, key, want, observed)
 	case needsUpdate(have, want):
-		wrote, err = c.updateMirrorObject(ctx, key, pod, have, applyDesired(have, want), observed)
+		wrote, err = c.updateMirror(ctx, key, pod, have, applyDesired(have, want), observed)
 	default:
 		// What it says is what the pod says: whoever wrote it, it is true.
 		c.authors.adopt(key, have)
@@ -192,7 +192,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 	}
 }
 
-func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectName, pod *podInfo, have *mirrorInfo, obj *PodToIp, observed time.Time) (wrote bool, err error) {
+func (c *Controller) updateMirror(ctx context.Context, key cache.ObjectName, pod *podInfo, have *mirrorInfo, obj *PodToIp, observed time.Time) (wrote bool, err error) {
 	author := c.authors.of(key, have, c.policyBound())
 	var made tracker.Version
 	c.authors.sending(key, obj)
@@ -232,7 +232,7 @@ func (c *Controller) updateMirrorObject(ctx context.Context, key cache.ObjectNam
 	}
 }
 
-func (c *Controller) deleteMirrorObject(ctx context.Context, key cache.ObjectName, have *mirrorInfo, observed time.Time) error {
+func (c *Controller) deleteMirror(ctx context.Context, key cache.ObjectName, have *mirrorInfo, observed time.Time) error {
 	// The UID precondition makes sure a newer object created under the same
 	// name since the cache was filled is never deleted by mistake.
 	uid := have.UID.UID()
