@@ -372,7 +372,10 @@ func TestTrailOfMirrorsNotWrittenByThisProcess(t *testing.T) {
 func TestTrailOfAWriteWhoseResponseWasLost(t *testing.T) {
 	pod := testPod()
 	f := mirroredBy(t, pod)
-	moved := testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.9"}}; p.Status.PodIP = "10.244.0.9" })
+	moved := testPod(func(p *corev1.Pod) {
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.9"}}
+		p.Status.PodIP = "10.244.0.9"
+	})
 	_ = f.pods.Update(moved)
 	f.client.err = errors.New("the response was lost")
 	if err := f.c.syncHandler(f.ctx, cache.ObjectName{Namespace: "ns", Name: "web"}); err == nil {
