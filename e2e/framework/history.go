@@ -23,7 +23,10 @@ import (
 // address, named by it).
 var IPHistoryGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "iphistories"}
 
-// History is what the tests read back from an IPHistory.
+// History is what the tests read back from an IPHistory: the JSON a user's
+// client gets, read by a definition of its own rather than the controller's
+// type, so that a field the type and the CRD spell differently fails a test
+// instead of reading the same way on both sides.
 type History struct {
 	metav1.ObjectMeta `json:"metadata"`
 	Address           string        `json:"address"`

@@ -28,7 +28,9 @@ var PodToIpGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1"
 // value podtoip-controller.
 const ManagedBy = "app.kubernetes.io/managed-by"
 
-// Mirror is what the tests read back from a PodToIp.
+// Mirror is what the tests read back from a PodToIp, by a definition of its
+// own (the controller's type is in package main, and a test of the wire
+// format must not share the code it checks).
 type Mirror struct {
 	metav1.ObjectMeta `json:"metadata"`
 	PodName           string    `json:"podName"`

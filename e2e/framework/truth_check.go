@@ -20,7 +20,9 @@ import (
 // seconds (a start rounded down, an end up).
 const TruthTolerance = 2 * time.Second
 
-// WhoHad is what `kubectl ptp who-had -o json` prints.
+// WhoHad is what `kubectl ptp who-had -o json` prints, as documented
+// (docs/history.md); its own definition, since the test judges that output
+// as a script would read it.
 type WhoHad struct {
 	Address  string      `json:"address"`
 	At       metav1.Time `json:"at"`

@@ -105,10 +105,11 @@ type Hold struct {
 	// To is when the hold ended; unset while it lasts. The hold covers
 	// [From, To).
 	To *metav1.Time `json:"to,omitempty"`
-	// EndedAfter is set when the writer did not see the hold end (no
-	// leader was running then): the earliest time it can have ended, such
-	// as when the previous leader last renewed its lease. The end lies
-	// between EndedAfter and To, and To is when it was noticed.
+	// EndedAfter is set when the writer did not see the hold end when it
+	// happened (no leader was running, the history was off, the change
+	// reached the writer late, or the pod was terminating): the earliest
+	// time it can have ended, from the coverage (IPHistoryCoverage) or the
+	// start of termination. The end lies between EndedAfter and To.
 	EndedAfter *metav1.Time `json:"endedAfter,omitempty"`
 	// StartedBefore is set when the writer did not see the hold start (the
 	// pod got the address while no leader was running, or before the

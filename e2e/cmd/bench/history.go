@@ -19,7 +19,9 @@ import (
 
 var historyResource = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "iphistories"}
 
-// historyName is the name of the IPHistory of a canonical address: IPv4
+// historyName is the name of the IPHistory of a canonical address (its
+// own copy of the rule in docs/history.md: the baseline writes histories
+// as the controller does, without its code): IPv4
 // as written, IPv6 with every ':' as '-' and a '0' where the name would
 // start or end with '-'.
 func historyName(addr string) string {

@@ -66,7 +66,9 @@ const (
 var groupVersion = schema.GroupVersion{Group: "example.com", Version: "v1"}
 
 // PodToIp is the custom object of artifacts/crd.yaml, as far as this
-// controller writes it.
+// controller writes it. Its own copy: the baseline must be a plain
+// controller-runtime mirror, independent of the controller it is measured
+// against.
 type PodToIp struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
