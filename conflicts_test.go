@@ -404,19 +404,19 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 		"added": {func(f *fixture) {
 			p := podAt("w", "10.1.0.1")
 			_ = f.pods.Indexer.Add(toPodInfo(p)) // the handler keeps the index
-			f.c.podAdded(toPodInfo(p))
+			f.c.onPodAdd(toPodInfo(p))
 		}, []string{"w", "x", "z"}},
 		"address changed": {func(f *fixture) {
 			old := podAt("y", "10.1.0.2")
 			cur := moved(old, func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "10.1.0.1", []corev1.PodIP{{IP: "10.1.0.1"}} })
 			_ = f.pods.Indexer.Update(toPodInfo(cur))
-			f.c.podUpdated(toPodInfo(old), toPodInfo(cur))
+			f.c.onPodUpdate(toPodInfo(old), toPodInfo(cur))
 		}, []string{"x", "y", "z"}},
 		"terminating": {func(f *fixture) {
 			old := podAt("x", "10.1.0.1")
 			cur := moved(old, func(p *corev1.Pod) { p.DeletionTimestamp = &now })
 			_ = f.pods.Indexer.Update(toPodInfo(cur))
-			f.c.podUpdated(toPodInfo(old), toPodInfo(cur))
+			f.c.onPodUpdate(toPodInfo(old), toPodInfo(cur))
 		}, []string{"x", "z"}},
 		// A terminating holder is listed by nobody: its going, or a pod
 		// joining it on its address, changes no other mirror.
@@ -424,36 +424,36 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 			old := podAt("x", "10.1.0.1")
 			cur := moved(old, func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, new(int64) })
 			_ = f.pods.Indexer.Update(toPodInfo(cur))
-			f.c.podUpdated(toPodInfo(old), toPodInfo(cur))
+			f.c.onPodUpdate(toPodInfo(old), toPodInfo(cur))
 		}, []string{"x", "z"}},
 		"terminating holder gone": {func(f *fixture) {
 			cur := terminate(f, "x", "10.1.0.1")
 			_ = f.pods.Indexer.Delete(cur)
-			f.c.podDeleted(cur)
+			f.c.onPodDelete(cur)
 		}, []string{"x"}},
 		"terminating holder's address changed": {func(f *fixture) {
 			old := terminate(f, "x", "10.1.0.1")
 			cur := *old
 			cur.PodIP, cur.PodIPs, cur.ResourceVersion = "10.1.0.9", []string{"10.1.0.9"}, "100"
 			_ = f.pods.Indexer.Update(&cur)
-			f.c.podUpdated(old, &cur)
+			f.c.onPodUpdate(old, &cur)
 		}, []string{"x"}},
 		"added next to a terminating holder only": {func(f *fixture) {
 			terminate(f, "y", "10.1.0.2")
 			p := podAt("w", "10.1.0.2")
 			_ = f.pods.Indexer.Add(toPodInfo(p))
-			f.c.podAdded(toPodInfo(p))
+			f.c.onPodAdd(toPodInfo(p))
 		}, []string{"w", "y"}},
 		"node changed only": {func(f *fixture) {
 			old := podAt("x", "10.1.0.1")
 			cur := moved(old, func(p *corev1.Pod) { p.Spec.NodeName = "node-2" })
 			_ = f.pods.Indexer.Update(toPodInfo(cur))
-			f.c.podUpdated(toPodInfo(old), toPodInfo(cur))
+			f.c.onPodUpdate(toPodInfo(old), toPodInfo(cur))
 		}, []string{"x"}},
 		"deleted": {func(f *fixture) {
 			p := podAt("z", "10.1.0.1")
 			_ = f.pods.Indexer.Delete(toPodInfo(p))
-			f.c.podDeleted(cache.DeletedFinalStateUnknown{Key: "ns/z", Obj: toPodInfo(p)})
+			f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/z", Obj: toPodInfo(p)})
 		}, []string{"x", "z"}},
 		"node added": {func(f *fixture) {
 			n, _ := conflicts.SlimNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.0.2"}}}})
@@ -517,7 +517,7 @@ func terminate(f *fixture, name, addr string) *podInfo {
 	p.DeletionTimestamp, p.ResourceVersion = &now, "98"
 	cur := toPodInfo(p)
 	_ = f.pods.Indexer.Update(cur)
-	f.c.podUpdated(old, cur)
+	f.c.onPodUpdate(old, cur)
 	f.takeQueued()
 	return cur
 }
@@ -758,7 +758,7 @@ func TestLargeGroupOnOneAddress(t *testing.T) {
 	// The newest member joins: it alone is queued and written.
 	joiner := toPodInfo(pod(n))
 	_ = f.pods.Indexer.Add(joiner)
-	f.c.podAdded(joiner)
+	f.c.onPodAdd(joiner)
 	if q := f.c.queue.Len(); q != 1 {
 		t.Errorf("a pod joining a group of %d queued %d keys, want 1 (itself)", n, q)
 	}
@@ -782,7 +782,7 @@ func TestLargeGroupOnOneAddress(t *testing.T) {
 	// A pod from the middle leaves: it alone is queued.
 	middle := toPodInfo(pod(n / 2))
 	_ = f.pods.Indexer.Delete(middle)
-	f.c.podDeleted(middle)
+	f.c.onPodDelete(middle)
 	if q := f.c.queue.Len(); q != 1 {
 		t.Errorf("a pod leaving the middle of the group queued %d keys, want 1 (itself)", q)
 	}
@@ -791,7 +791,7 @@ func TestLargeGroupOnOneAddress(t *testing.T) {
 	// The oldest leaves: every other mirror lists one holder more.
 	first := toPodInfo(pod(0))
 	_ = f.pods.Indexer.Delete(first)
-	f.c.podDeleted(first)
+	f.c.onPodDelete(first)
 	if q := f.c.queue.Len(); q != n {
 		t.Errorf("the oldest pod leaving queued %d keys, want %d (the %d others and itself)", q, n, n-1)
 	}

@@ -192,11 +192,11 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 	if inf.History != nil {
 		progress = inf.History.Progress
 	}
-	podHandler, err := addHandler(ctx, inf.Pods, counted1(c.podAdded, progress), counted2(c.podUpdated, progress), counted1(c.podDeleted, progress))
+	podHandler, err := addHandler(ctx, inf.Pods, counted1(c.onPodAdd, progress), counted2(c.onPodUpdate, progress), counted1(c.onPodDelete, progress))
 	if err != nil {
 		return nil, fmt.Errorf("adding pod event handler: %w", err)
 	}
-	if _, err := addHandler(ctx, inf.Mirrors, c.mirrorAdded, c.mirrorUpdated, c.mirrorDeleted); err != nil {
+	if _, err := addHandler(ctx, inf.Mirrors, c.onMirrorAdd, c.onMirrorUpdate, c.onMirrorDelete); err != nil {
 		return nil, fmt.Errorf("adding PodToIp event handler: %w", err)
 	}
 	c.cachesSynced = []cache.InformerSynced{inf.Pods.HasSynced, inf.Mirrors.HasSynced, podHandler.HasSynced}
@@ -304,7 +304,7 @@ func (c *Controller) enqueue(key cache.ObjectName) {
 // group it joins as its newest member, whose mirrors keep listing the
 // oldest.
 
-func (c *Controller) podAdded(obj any) {
+func (c *Controller) onPodAdd(obj any) {
 	pod := obj.(*podInfo)
 	is := heldAddresses(pod)
 	affected := c.holders.Move(pod.holder(), nil, is)
@@ -313,7 +313,7 @@ func (c *Controller) podAdded(obj any) {
 	c.enqueueHoldersOf(pod.key(), affected)
 }
 
-func (c *Controller) podUpdated(oldObj, newObj any) {
+func (c *Controller) onPodUpdate(oldObj, newObj any) {
 	old, cur := oldObj.(*podInfo), newObj.(*podInfo)
 	if old.ResourceVersion == cur.ResourceVersion || !mirrorChanged(old, cur) {
 		return
@@ -339,7 +339,7 @@ func (c *Controller) podUpdated(oldObj, newObj any) {
 	c.enqueueHoldersOf(cur.key(), affected)
 }
 
-func (c *Controller) podDeleted(obj any) {
+func (c *Controller) onPodDelete(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
 		was := heldAddresses(pod)
 		affected := c.holders.Move(pod.holder(), was, nil)
@@ -349,7 +349,7 @@ func (c *Controller) podDeleted(obj any) {
 	}
 }
 
-func (c *Controller) mirrorAdded(obj any) {
+func (c *Controller) onMirrorAdd(obj any) {
 	m := obj.(*mirrorInfo)
 	key := m.key()
 	if c.tracker.Observe(key, m.version(), false) {
@@ -358,7 +358,7 @@ func (c *Controller) mirrorAdded(obj any) {
 	c.enqueue(key)
 }
 
-func (c *Controller) mirrorUpdated(oldObj, newObj any) {
+func (c *Controller) onMirrorUpdate(oldObj, newObj any) {
 	old, cur := oldObj.(*mirrorInfo), newObj.(*mirrorInfo)
 	if old.ResourceVersion == cur.ResourceVersion {
 		return
@@ -372,7 +372,7 @@ func (c *Controller) mirrorUpdated(oldObj, newObj any) {
 	c.enqueue(key)
 }
 
-func (c *Controller) mirrorDeleted(obj any) {
+func (c *Controller) onMirrorDelete(obj any) {
 	m, ok := unwrapTombstone(obj).(*mirrorInfo)
 	if !ok {
 		return

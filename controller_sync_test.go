@@ -176,7 +176,7 @@ func TestSyncAfterDeletionLearnedByRelist(t *testing.T) {
 
 	// The watch broke; the relist finds the object gone.
 	_ = f.mirrors.Delete(old)
-	f.c.mirrorDeleted(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: old})
+	f.c.onMirrorDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: old})
 	f.takeQueued()
 	f.sync("web")
 	f.expectActions("create ns/web")
@@ -200,10 +200,10 @@ func TestSyncAfterEventsOvertakeTheWrite(t *testing.T) {
 	// The informer delivers the object's add and its deletion meanwhile.
 	m := desiredFor(testPod())
 	m.UID, m.ResourceVersion = "m-1", "101"
-	f.c.mirrorAdded(toMirrorInfo(m))
+	f.c.onMirrorAdd(toMirrorInfo(m))
 	gone := m.DeepCopy()
 	gone.ResourceVersion = "102"
-	f.c.mirrorDeleted(toMirrorInfo(gone))
+	f.c.onMirrorDelete(toMirrorInfo(gone))
 	close(f.client.release)
 	<-done
 	f.client.entered = nil
@@ -258,14 +258,14 @@ func TestHandlersQueueNothingUntilWorkersRun(t *testing.T) {
 	for i := range 50 { // batch pods, each a new name, come and go
 		p := toPodInfo(testPod(func(p *corev1.Pod) { p.Name = fmt.Sprintf("job-%d", i) }))
 		_ = f.pods.Indexer.Add(p)
-		f.c.podAdded(p)
+		f.c.onPodAdd(p)
 		_ = f.pods.Indexer.Delete(p)
-		f.c.podDeleted(p)
+		f.c.onPodDelete(p)
 	}
 	_ = f.pods.Add(testPod())
-	f.c.podAdded(toPodInfo(testPod()))
+	f.c.onPodAdd(toPodInfo(testPod()))
 	orphan := f.cached(desiredFor(testPod(func(p *corev1.Pod) { p.Name = "gone" })), "m-9", "3")
-	f.c.mirrorAdded(orphan)
+	f.c.onMirrorAdd(orphan)
 	if n := f.c.queue.Len(); n != 0 {
 		t.Fatalf("a standby queued %d keys", n)
 	}
@@ -278,7 +278,7 @@ func TestHandlersQueueNothingUntilWorkersRun(t *testing.T) {
 	f.sync("gone")
 	f.expectActions("create ns/web", "delete ns/gone")
 	// Another address than web's: a pod sharing it would queue web too.
-	f.c.podAdded(toPodInfo(testPod(func(p *corev1.Pod) {
+	f.c.onPodAdd(toPodInfo(testPod(func(p *corev1.Pod) {
 		p.Name, p.Status.PodIP, p.Status.PodIPs = "late", "10.244.0.9", []corev1.PodIP{{IP: "10.244.0.9"}}
 	})))
 	if f.c.queue.Len() != 1 {
@@ -394,7 +394,7 @@ func TestSyncWaitsForDeletionAppliedDuringItsRead(t *testing.T) {
 		_ = f.mirrors.Delete(m)
 		gone := *m
 		gone.ResourceVersion = "102"
-		f.c.mirrorDeleted(&gone)
+		f.c.onMirrorDelete(&gone)
 	}
 	f.c.mirrors = ix
 	f.sync("web")

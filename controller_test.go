@@ -311,22 +311,22 @@ func TestUpdatePodFiltersIrrelevantChanges(t *testing.T) {
 	f := newFixture(t)
 	old := testPod()
 	same := old.DeepCopy() // resync: same resourceVersion
-	f.c.podUpdated(toPodInfo(old), toPodInfo(same))
+	f.c.onPodUpdate(toPodInfo(old), toPodInfo(same))
 	labels := old.DeepCopy()
 	labels.ResourceVersion = "11"
 	labels.Labels = map[string]string{"a": "b"}
-	f.c.podUpdated(toPodInfo(old), toPodInfo(labels))
+	f.c.onPodUpdate(toPodInfo(old), toPodInfo(labels))
 	if f.c.queue.Len() != 0 {
 		t.Fatalf("irrelevant updates were queued: %d", f.c.queue.Len())
 	}
 	ip := old.DeepCopy()
 	ip.ResourceVersion = "12"
 	ip.Status.PodIP = "10.1.1.1"
-	f.c.podUpdated(toPodInfo(old), toPodInfo(ip))
+	f.c.onPodUpdate(toPodInfo(old), toPodInfo(ip))
 	if f.c.queue.Len() != 1 {
 		t.Fatalf("IP change was not queued")
 	}
-	f.c.podDeleted(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toPodInfo(old)})
+	f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toPodInfo(old)})
 	if f.c.queue.Len() != 1 { // same key, deduplicated
 		t.Errorf("queue length = %d, want 1", f.c.queue.Len())
 	}
@@ -350,20 +350,20 @@ func TestDeleteHandlersUnwrapTombstones(t *testing.T) {
 	}
 
 	f := newFixture(t)
-	f.c.podDeleted(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toPodInfo(testPod())})
+	f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toPodInfo(testPod())})
 	takeKey(f)
-	f.c.podDeleted(toPodInfo(testPod()))
+	f.c.onPodDelete(toPodInfo(testPod()))
 	takeKey(f)
 
 	f = newFixture(t)
 	m := desiredFor(testPod())
 	m.ResourceVersion = "20"
-	f.c.mirrorDeleted(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toMirrorInfo(m)})
+	f.c.onMirrorDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toMirrorInfo(m)})
 	takeKey(f)
 
 	// A tombstone of something else is ignored rather than crashing.
-	f.c.mirrorDeleted(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: "not a mirror"})
-	f.c.podDeleted(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: "not a pod"})
+	f.c.onMirrorDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: "not a mirror"})
+	f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: "not a pod"})
 	if f.c.queue.Len() != 0 {
 		t.Errorf("a foreign tombstone queued %d keys", f.c.queue.Len())
 	}

@@ -221,7 +221,7 @@ func TestMirrorHeldByAFinalizerIsDeletedOnce(t *testing.T) {
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	now := toMirrorInfo(deleting)
 	_ = f.mirrors.Update(now)
-	f.c.mirrorUpdated(have, now)
+	f.c.onMirrorUpdate(have, now)
 	if n := f.c.queue.Len(); n != 0 {
 		t.Errorf("the update marking our delete queued %d keys, want 0: it is the delete's own event", n)
 	}

@@ -26,14 +26,14 @@ import (
 func TestHistoryRereadsAfterAnInvalidPatch(t *testing.T) {
 	f := newHistoryFixture(t)
 	start := f.now
-	old := f.podAdded(testPod(func(p *corev1.Pod) {
+	old := f.onPodAdd(testPod(func(p *corev1.Pod) {
 		p.Name, p.UID, p.Status.PodIPs = "old", "uid-o", []corev1.PodIP{{IP: "10.244.0.5"}}
 	}))
 	f.sync("10.244.0.5")
 	f.now = start.Add(time.Minute)
-	f.podDeleted(old)
+	f.onPodDelete(old)
 	f.sync("10.244.0.5")
-	web := f.podAdded(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	web := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 	f.now = start.Add(2 * time.Minute)
 	f.sync("10.244.0.5")
 	f.expectCalls("create 10.244.0.5", "update 10.244.0.5", "update 10.244.0.5")
@@ -47,7 +47,7 @@ func TestHistoryRereadsAfterAnInvalidPatch(t *testing.T) {
 	o.ResourceVersion = fmt.Sprint(f.client.rv)
 
 	f.now = start.Add(3 * time.Minute)
-	f.podDeleted(web)
+	f.onPodDelete(web)
 	if err := f.h.sync(context.Background(), "10.244.0.5"); err == nil {
 		t.Fatal("sync on a stale record succeeded; the fake API server should refuse the patch")
 	}
@@ -64,7 +64,7 @@ func TestHistoryRereadsAfterAnInvalidPatch(t *testing.T) {
 // it is.
 func TestHistoryReadsFirstWhenAWriteOutcomeIsUnknown(t *testing.T) {
 	f := newHistoryFixture(t)
-	p := f.podAdded(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 	f.sync("10.244.0.5")
 	f.expectCalls("create 10.244.0.5")
 	// The object changed (a write that landed though its response was
@@ -74,7 +74,7 @@ func TestHistoryReadsFirstWhenAWriteOutcomeIsUnknown(t *testing.T) {
 	o.ResourceVersion = fmt.Sprint(f.client.rv)
 	f.client.failGet = 1
 	f.now = f.now.Add(time.Minute)
-	f.podDeleted(p)
+	f.onPodDelete(p)
 	if err := f.h.sync(context.Background(), "10.244.0.5"); err == nil {
 		t.Fatal("sync on a changed object succeeded")
 	}
@@ -92,7 +92,7 @@ func TestHistoryClosesBeforeItOpens(t *testing.T) {
 	f := newHistoryFixture(t)
 	var first *podInfo
 	for i := range history.MaxHolds {
-		p := f.podAdded(testPod(func(p *corev1.Pod) {
+		p := f.onPodAdd(testPod(func(p *corev1.Pod) {
 			p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid-%d", i))
 			p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 		}))
@@ -102,8 +102,8 @@ func TestHistoryClosesBeforeItOpens(t *testing.T) {
 	}
 	f.sync("10.244.0.5")
 	f.now = f.now.Add(time.Minute)
-	f.podDeleted(first)
-	f.podAdded(testPod(func(p *corev1.Pod) {
+	f.onPodDelete(first)
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
 		p.Name, p.UID = "late", "uid-late"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 	}))
@@ -123,10 +123,10 @@ func TestHistoryActivationBoundsByCoverage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newHistoryFixture(t)
 			start := f.now
-			p := f.podAdded(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+			p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 			f.sync("10.244.0.5")
 			f.h.active.Store(false)
-			f.podDeleted(p)
+			f.onPodDelete(p)
 			f.now = start.Add(time.Hour)
 			until := start.Add(10 * time.Minute)
 			if proven {
@@ -155,7 +155,7 @@ func TestHistoryActivationBoundsByCoverage(t *testing.T) {
 func TestHistoryTerminatingPodEndsBetween(t *testing.T) {
 	f := newHistoryFixture(t)
 	start := f.now
-	p := f.podAdded(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 	f.sync("10.244.0.5")
 	f.now = start.Add(time.Minute)
 	term := toPodInfo(testPod(func(p *corev1.Pod) {
@@ -164,7 +164,7 @@ func TestHistoryTerminatingPodEndsBetween(t *testing.T) {
 	}))
 	f.h.terminating(term, []string{"10.244.0.5"})
 	f.now = start.Add(2 * time.Minute)
-	f.podDeleted(term)
+	f.onPodDelete(term)
 	_ = p
 	f.sync("10.244.0.5")
 	hold := f.cached("10.244.0.5").Holders[0]
@@ -211,7 +211,7 @@ func TestHistoryProvesOnlyWhatIsWritten(t *testing.T) {
 		t.Fatal("prove with a pod the handlers have not processed succeeded")
 	}
 	// The handler processes it: a pod got an address, not written yet.
-	f.podAdded(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 	f.h.progress.handledOne()
 	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -243,7 +243,7 @@ func TestHistoryChangeSeenLate(t *testing.T) {
 	}
 	// Seen within the tolerance: as it happened.
 	f.now = start.Add(time.Second)
-	p := f.podAdded(testPod(func(p *corev1.Pod) {
+	p := f.onPodAdd(testPod(func(p *corev1.Pod) {
 		p.ResourceVersion = "101"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 	}))
@@ -258,7 +258,7 @@ func TestHistoryChangeSeenLate(t *testing.T) {
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 	}))
 	_ = p
-	f.podDeleted(gone)
+	f.onPodDelete(gone)
 	f.sync("10.244.0.5")
 	h := f.cached("10.244.0.5").Holders[0]
 	// The last read before the deletion was at start, before the hold's
@@ -277,7 +277,7 @@ func TestHistoryStandbyNotesWhatItSees(t *testing.T) {
 	start := f.now
 	f.h.active.Store(false)
 	f.h.listed = func() bool { return true }
-	f.podAdded(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 	if n := f.h.queue.Len(); n != 0 {
 		t.Fatalf("a standby queued %d addresses", n)
 	}

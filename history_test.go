@@ -181,8 +181,8 @@ func (f *historyFixture) provenUntil(t time.Time) {
 	}
 }
 
-// podAdded caches pod and indexes its addresses, as the pod handlers do.
-func (f *historyFixture) podAdded(pod *corev1.Pod) *podInfo {
+// onPodAdd caches pod and indexes its addresses, as the pod handlers do.
+func (f *historyFixture) onPodAdd(pod *corev1.Pod) *podInfo {
 	p := toPodInfo(pod)
 	if err := f.h.pods.Add(p); err != nil {
 		f.t.Fatal(err)
@@ -192,7 +192,7 @@ func (f *historyFixture) podAdded(pod *corev1.Pod) *podInfo {
 	return p
 }
 
-func (f *historyFixture) podDeleted(p *podInfo) {
+func (f *historyFixture) onPodDelete(p *podInfo) {
 	_ = f.h.pods.Delete(p)
 	f.h.holders.Move(p.holder(), heldAddresses(p), nil)
 	f.h.moved(p, nil, heldAddresses(p), nil)
@@ -240,7 +240,7 @@ func (f *historyFixture) record(addr string) history.Record {
 func TestHistoryOneWritePerHoldChange(t *testing.T) {
 	f := newHistoryFixture(t)
 	start := f.now
-	a := f.podAdded(testPod())
+	a := f.onPodAdd(testPod())
 	f.sync("10.244.0.5")
 	f.sync("fd00::5")
 	f.expectCalls("create 10.244.0.5", "create fd00--5")
@@ -248,12 +248,12 @@ func TestHistoryOneWritePerHoldChange(t *testing.T) {
 	f.expectCalls()
 
 	f.now = start.Add(time.Minute)
-	f.podDeleted(a)
+	f.onPodDelete(a)
 	f.sync("10.244.0.5")
 	f.sync("fd00::5")
 	f.expectCalls("update 10.244.0.5", "update fd00--5")
 	f.now = start.Add(2 * time.Minute)
-	f.podAdded(testPod(func(p *corev1.Pod) {
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
 		p.Name, p.UID = "api", "uid-2"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 	}))
@@ -285,8 +285,8 @@ func TestHistoryOneWritePerHoldChange(t *testing.T) {
 func TestHistoryActivationRecordsWhatNoLeaderSaw(t *testing.T) {
 	f := newHistoryFixture(t)
 	start := f.now
-	gone := f.podAdded(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
-	f.podAdded(testPod(func(p *corev1.Pod) {
+	gone := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
 		p.Name, p.UID = "kept", "uid-k"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.7"}}
 	}))
@@ -297,9 +297,9 @@ func TestHistoryActivationRecordsWhatNoLeaderSaw(t *testing.T) {
 	// No leader from here until now.
 	f.h.active.Store(false)
 	previous := start.Add(10 * time.Minute)
-	f.podDeleted(gone)
+	f.onPodDelete(gone)
 	created := start.Add(12 * time.Minute)
-	f.podAdded(testPod(func(p *corev1.Pod) {
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
 		p.Name, p.UID = "new", "uid-n"
 		p.CreationTimestamp = metav1.NewTime(created)
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.9"}}
@@ -331,15 +331,15 @@ func TestHistoryActivationRecordsWhatNoLeaderSaw(t *testing.T) {
 func TestHistoryRetention(t *testing.T) {
 	f := newHistoryFixture(t)
 	start := f.now
-	a := f.podAdded(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
-	f.podAdded(testPod(func(p *corev1.Pod) {
+	a := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
 		p.Name, p.UID = "long", "uid-l"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.6"}}
 	}))
 	f.sync("10.244.0.5")
 	f.sync("10.244.0.6")
 	f.now = start.Add(time.Minute)
-	f.podDeleted(a)
+	f.onPodDelete(a)
 	f.sync("10.244.0.5")
 	f.expectCalls("create 10.244.0.5", "create 10.244.0.6", "update 10.244.0.5")
 
@@ -395,7 +395,7 @@ func TestHistoryRecordsWhenChangesWereSeen(t *testing.T) {
 	f := newHistoryFixture(t)
 	f.h.active.Store(true)
 	seenAt := f.now
-	first := f.podAdded(testPod())
+	first := f.onPodAdd(testPod())
 	f.h.moved(nil, first, nil, heldAddresses(first))
 	f.now = seenAt.Add(10 * time.Second)
 	f.sync("10.244.0.5")
@@ -405,11 +405,11 @@ func TestHistoryRecordsWhenChangesWereSeen(t *testing.T) {
 
 	goneAt := seenAt.Add(time.Minute)
 	f.now = goneAt
-	f.podDeleted(first)
+	f.onPodDelete(first)
 	f.h.moved(first, nil, heldAddresses(first), nil)
 	nextAt := goneAt.Add(2 * time.Second)
 	f.now = nextAt
-	second := f.podAdded(testPod(func(p *corev1.Pod) { p.Name, p.UID = "next", "uid-2" }))
+	second := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Name, p.UID = "next", "uid-2" }))
 	f.h.moved(nil, second, nil, heldAddresses(second))
 	f.now = nextAt.Add(20 * time.Second)
 	f.sync("10.244.0.5")
@@ -424,7 +424,7 @@ func TestHistoryRecordsWhenChangesWereSeen(t *testing.T) {
 	// A pod that got the address and let go of it between two reconciles
 	// (a Job's pod finishing at once) still has its hold, closed.
 	second = toPodInfo(testPod(func(p *corev1.Pod) { p.Name, p.UID = "next", "uid-2" }))
-	f.podDeleted(second)
+	f.onPodDelete(second)
 	f.h.moved(second, nil, heldAddresses(second), nil)
 	briefAt := f.now.Add(time.Minute)
 	f.now = briefAt
@@ -451,7 +451,7 @@ func TestHistoryRecordsWhenChangesWereSeen(t *testing.T) {
 // spelling, nothing for a pod the history does not know.
 func TestHistoryHeldFrom(t *testing.T) {
 	f := newHistoryFixture(t)
-	f.podAdded(testPod())
+	f.onPodAdd(testPod())
 	f.sync("10.244.0.5")
 	f.sync("fd00::5")
 	got := f.h.heldFrom([]string{"10.244.0.5", "FD00:0::5"}, "uid-1")
@@ -503,7 +503,7 @@ func TestHistoryLeavesOtherNamespacesHolds(t *testing.T) {
 func TestHistoryRereadsWhatChangedUnderneath(t *testing.T) {
 	f := newHistoryFixture(t)
 	start := f.now
-	a := f.podAdded(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	a := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 	f.sync("10.244.0.5")
 	f.expectCalls("create 10.244.0.5")
 
@@ -515,7 +515,7 @@ func TestHistoryRereadsWhatChangedUnderneath(t *testing.T) {
 	o.ResourceVersion = fmt.Sprint(f.client.rv)
 
 	f.now = start.Add(time.Minute)
-	f.podDeleted(a)
+	f.onPodDelete(a)
 	if err := f.h.sync(context.Background(), "10.244.0.5"); !apierrors.IsConflict(err) {
 		t.Fatalf("sync over a changed IPHistory = %v, want a conflict", err)
 	}
@@ -529,7 +529,7 @@ func TestHistoryRereadsWhatChangedUnderneath(t *testing.T) {
 
 	// Deleted underneath: recreated from what the pods say.
 	delete(f.client.objects, "10.244.0.5")
-	f.podAdded(testPod(func(p *corev1.Pod) {
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
 		p.Name, p.UID = "next", "uid-n"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 	}))
@@ -547,17 +547,17 @@ func TestHistoryRereadsWhatChangedUnderneath(t *testing.T) {
 func TestHistoryReplacesWhatAPatchCannotSay(t *testing.T) {
 	f := newHistoryFixture(t)
 	f.h.active.Store(true)
-	p := f.podAdded(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 	f.sync("10.244.0.5")
-	f.podDeleted(p)
+	f.onPodDelete(p)
 	f.h.moved(p, nil, heldAddresses(p), nil)
 	f.sync("10.244.0.5")
-	f.podAdded(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 	f.sync("10.244.0.5")
 	f.expectCalls("create 10.244.0.5", "update 10.244.0.5", "replace 10.244.0.5")
 
 	f.now = f.now.Add(time.Minute)
-	f.podDeleted(p)
+	f.onPodDelete(p)
 	f.sync("10.244.0.5")
 	f.expectCalls("replace 10.244.0.5")
 	holds := f.cached("10.244.0.5").Holders
