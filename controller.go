@@ -527,27 +527,36 @@ func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 	return true
 }
 
-// handleErr is the only place that decides about retries.
+// handleErr decides what becomes of a reconciled key (see retry).
 func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectName) {
 	if err == nil {
 		c.queue.Forget(key)
 		return
 	}
-	logger := klog.FromContext(ctx)
-	requeues := c.queue.NumRequeues(key)
-	if isPermanent(err) && requeues+1 >= maxPermanentRetries {
-		c.queue.Forget(key)
-		utilruntime.HandleErrorWithContext(ctx, err, "Dropping pod from the queue after repeated failures", "pod", podRef(key), "attempts", requeues+1)
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", podRef(key))
+	retry(logger, c.queue, key, err, isPermanent(err), "Reconciling pod failed")
+}
+
+// retry is the one place that decides about a key whose sync failed, for
+// both queues (pods, and the history's addresses): it is retried with the
+// queue's backoff, unless permanent (retrying the same request cannot
+// succeed) and maxPermanentRetries attempts have failed: then it is
+// dropped. The first failure and the maxPermanentRetries-th are logged as
+// errors, so a key that keeps failing shows at default verbosity, the
+// others at -v=2 (an API server outage fails every key again and again).
+func retry[K comparable](logger klog.Logger, q workqueue.TypedRateLimitingInterface[K], key K, err error, permanent bool, what string) {
+	attempts := q.NumRequeues(key) + 1
+	switch {
+	case permanent && attempts >= maxPermanentRetries:
+		q.Forget(key)
+		utilruntime.HandleErrorWithLogger(logger, err, what+"; dropping it from the queue after repeated failures", "attempts", attempts)
 		return
+	case attempts == 1 || attempts == maxPermanentRetries:
+		logger.Error(err, what+"; will retry", "attempts", attempts)
+	default:
+		logger.V(2).Info(what+" again; will retry", "attempts", attempts, "err", err)
 	}
-	if requeues == 0 {
-		// Report the first failure; repeats of the same problem (say, during
-		// an API server outage) are logged at higher verbosity only.
-		logger.Error(err, "Reconciling pod failed; will retry", "pod", podRef(key))
-	} else {
-		logger.V(2).Info("Reconciling pod failed again; will retry", "pod", podRef(key), "attempts", requeues+1, "err", err)
-	}
-	c.queue.AddRateLimited(key)
+	q.AddRateLimited(key)
 }
 
 // isPermanent reports errors where the API server rejected the request

@@ -635,12 +635,7 @@ func (h *historian) processNext(stop, workCtx context.Context) bool {
 		h.mu.Unlock()
 		return true
 	}
-	if n := h.queue.NumRequeues(addr); n+1 == maxPermanentRetries {
-		logger.Error(err, "The IPHistory of an address keeps failing; retrying, and the history's coverage waits for it", "attempts", n+1)
-	} else {
-		logger.V(2).Info("Retrying the IPHistory of an address", "err", err)
-	}
-	h.queue.AddRateLimited(addr)
+	retry(logger, h.queue, addr, err, false, "Writing the IPHistory of an address failed (the history's coverage waits for it)")
 	return true
 }
 
