@@ -15,6 +15,7 @@ import (
 	sjson "sigs.k8s.io/json"
 
 	"example.com/podtoip-controller/internal/jsonscan"
+	"example.com/podtoip-controller/internal/kubeclient"
 )
 
 // scheme knows only the PodToIp types (plus the meta types every group
@@ -57,7 +58,7 @@ type PodToIpInterface interface {
 type Client struct {
 	rest rest.Interface
 	// write sends creates, updates and deletes (see writer).
-	write        *writer
+	write        *kubeclient.Writer
 	fieldManager string
 }
 
@@ -82,7 +83,7 @@ func NewClient(cfg *rest.Config, httpClient, writeHTTP *http.Client, fieldManage
 	if err != nil {
 		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)
 	}
-	w, err := newWriter(c, writeHTTP, Resource, true)
+	w, err := kubeclient.NewWriter(c, writeHTTP, GroupVersion, Resource, true)
 	if err != nil {
 		return nil, err
 	}
@@ -134,31 +135,31 @@ func (p *podToIps) Watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 }
 
 func (p *podToIps) Create(ctx context.Context, obj *PodToIp, opts metav1.CreateOptions) (*PodToIp, error) {
-	return p.send(ctx, http.MethodPost, "", obj, writeOptions{opts.DryRun, opts.FieldManager, opts.FieldValidation})
+	return p.send(ctx, http.MethodPost, "", obj, kubeclient.WriteOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation})
 }
 
 func (p *podToIps) Update(ctx context.Context, obj *PodToIp, opts metav1.UpdateOptions) (*PodToIp, error) {
 	if obj.Name == "" {
 		return nil, fmt.Errorf("updating a %s in %q: the object has no name", Resource, p.ns)
 	}
-	return p.send(ctx, http.MethodPut, obj.Name, obj, writeOptions{opts.DryRun, opts.FieldManager, opts.FieldValidation})
+	return p.send(ctx, http.MethodPut, obj.Name, obj, kubeclient.WriteOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation})
 }
 
 // send writes obj (a create when name is "") and returns the metadata of
 // the object the API server wrote (see PodToIpInterface).
-func (p *podToIps) send(ctx context.Context, method, name string, obj *PodToIp, opts writeOptions) (*PodToIp, error) {
-	if opts.fieldManager == "" {
-		opts.fieldManager = p.client.fieldManager
+func (p *podToIps) send(ctx context.Context, method, name string, obj *PodToIp, opts kubeclient.WriteOptions) (*PodToIp, error) {
+	if opts.FieldManager == "" {
+		opts.FieldManager = p.client.fieldManager
 	}
 	body, err := bodyOf(obj)
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.client.write.do(ctx, method, p.ns, name, opts, body)
+	res, err := p.client.write.Do(ctx, method, p.ns, name, opts, body)
 	if err != nil {
 		return nil, err
 	}
-	defer res.release()
+	defer res.Release()
 	return writtenMeta(res.Bytes())
 }
 
@@ -233,11 +234,11 @@ func (p *podToIps) Delete(ctx context.Context, name string, opts metav1.DeleteOp
 	if err != nil {
 		return fmt.Errorf("encoding the options to delete %s %s/%s: %w", Resource, p.ns, name, err)
 	}
-	res, err := p.client.write.do(ctx, http.MethodDelete, p.ns, name, writeOptions{}, body)
+	res, err := p.client.write.Do(ctx, http.MethodDelete, p.ns, name, kubeclient.WriteOptions{}, body)
 	if err != nil {
 		return err
 	}
-	res.release()
+	res.Release()
 	return nil
 }
 

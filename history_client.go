@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/kubeclient"
 )
 
 func init() {
@@ -45,7 +46,7 @@ type historyWriter interface {
 // lead, a GET after a conflict) through client-go's REST client.
 type historyClient struct {
 	rest  rest.Interface
-	write *writer
+	write *kubeclient.Writer
 }
 
 func newHistoryClient(cfg *rest.Config, httpClient, writeHTTP *http.Client) (*historyClient, error) {
@@ -62,7 +63,7 @@ func newHistoryClient(cfg *rest.Config, httpClient, writeHTTP *http.Client) (*hi
 	if err != nil {
 		return nil, fmt.Errorf("building REST client for %s: %w", history.GroupVersionResource, err)
 	}
-	w, err := newWriter(c, writeHTTP, history.Resource, false)
+	w, err := kubeclient.NewWriter(c, writeHTTP, GroupVersion, history.Resource, false)
 	if err != nil {
 		return nil, err
 	}
@@ -122,11 +123,11 @@ func (c *historyClient) send(ctx context.Context, method, name string, h *histor
 }
 
 func (c *historyClient) do(ctx context.Context, method, name string, body []byte) (string, error) {
-	res, err := c.write.do(ctx, method, "", name, writeOptions{fieldManager: fieldManager}, body)
+	res, err := c.write.Do(ctx, method, "", name, kubeclient.WriteOptions{FieldManager: fieldManager}, body)
 	if err != nil {
 		return "", err
 	}
-	defer res.release()
+	defer res.Release()
 	m, err := writtenMeta(res.Bytes())
 	if err != nil {
 		return "", err
@@ -142,10 +143,10 @@ func (c *historyClient) Delete(ctx context.Context, name string, pre metav1.Prec
 	if err != nil {
 		return fmt.Errorf("encoding the options to delete IPHistory %s: %w", name, err)
 	}
-	res, err := c.write.do(ctx, http.MethodDelete, "", name, writeOptions{}, body)
+	res, err := c.write.Do(ctx, http.MethodDelete, "", name, kubeclient.WriteOptions{}, body)
 	if err != nil {
 		return err
 	}
-	res.release()
+	res.Release()
 	return nil
 }

@@ -3,5 +3,6 @@
 // process talks (Options: user agent, one shared rate limiter, compression,
 // protobuf), how quickly a silently dead HTTP/2 connection is dropped
 // (DefaultHTTP2HealthCheck), and how informers ride out an unreachable API
-// server (RetryWhileUnreachable).
+// server (RetryWhileUnreachable); and the Writer that sends the
+// controller's writes of its own resources as JSON.
 package kubeclient

@@ -1,4 +1,4 @@
-package main
+package kubeclient
 
 import (
 	"bytes"
@@ -28,20 +28,20 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// writer sends the controller's writes of one resource of its group
-// (create, update, patch, delete): a PodToIp's, one per pod and per change,
-// are the requests the controller makes most; an IPHistory's, one per hold
-// that starts or ends, come next. It builds each request directly on the process's HTTP client
-// (the same connections, credentials, user agent and access tracking as
-// every other request), where client-go's generic request builder
-// assembles and parses the URL several times per request, clones headers
-// and allocates for every step (docs/performance.md measures the
-// difference). It keeps what that builder gives a write: the shared client-side rate
-// limit, waiting and resending as the API server asks (Retry-After, at
+// Writer sends the controller's writes of one resource of its group
+// (create, update, patch, delete): a PodToIp's, one per pod and per
+// change, are the requests the controller makes most; an IPHistory's, one
+// per hold that starts or ends, come next. It builds each request directly
+// on the process's HTTP client (the same connections, credentials, user
+// agent and access tracking as every other request), where client-go's
+// generic request builder assembles and parses the URL several times per
+// request, clones headers and allocates for every step
+// (docs/performance.md measures the difference). It keeps what that
+// builder gives a write: the shared client-side rate limit, waiting and resending as the API server asks (Retry-After, at
 // most maxWriteRetries times), the API server's warnings, the rest_client_*
 // metrics, and errors as the API server's Status (apierrors.IsNotFound,
 // IsConflict, IsForbidden, ... work as before).
-type writer struct {
+type Writer struct {
 	http    *http.Client
 	limiter flowcontrol.RateLimiter
 	warn    rest.WarningHandlerWithContext
@@ -51,6 +51,7 @@ type writer struct {
 	// resource is what it writes: PodToIps (in a namespace) or IPHistories
 	// (cluster-scoped, when namespaced is false).
 	resource   string
+	group      string
 	namespaced bool
 	// prefix is the URL up to the namespace or resource:
 	// ".../apis/example.com/v1/" (then "namespaces/NS/" for a namespaced
@@ -66,24 +67,25 @@ type writer struct {
 // answers 429 or 5xx with a Retry-After header, as client-go's default.
 const maxWriteRetries = 10
 
-// newWriter builds the writer of resource (namespaced or not) for cfg's API
+// NewWriter builds the Writer of resource (namespaced or not) for cfg's API
 // server; httpClient is the client built from cfg (rest.HTTPClientFor),
 // which carries its transport and credentials.
-func newWriter(cfg *rest.Config, httpClient *http.Client, resource string, namespaced bool) (*writer, error) {
+func NewWriter(cfg *rest.Config, httpClient *http.Client, gv schema.GroupVersion, resource string, namespaced bool) (*Writer, error) {
 	c := rest.CopyConfig(cfg)
-	c.APIPath, c.GroupVersion = "/apis", &GroupVersion
+	c.APIPath, c.GroupVersion = "/apis", &gv
 	base, versioned, err := rest.DefaultServerUrlFor(c)
 	if err != nil {
 		return nil, fmt.Errorf("building the API server's URL from %q: %w", cfg.Host, err)
 	}
 	u := *base
 	u.Path = strings.TrimSuffix(u.Path, "/") + versioned
-	w := &writer{
+	w := &Writer{
 		http:       httpClient,
 		limiter:    cfg.RateLimiter,
 		warn:       cfg.WarningHandlerWithContext,
 		userAgent:  cfg.UserAgent,
 		resource:   resource,
+		group:      gv.Group,
 		namespaced: namespaced,
 		prefix:     u.String() + "/",
 		host:       u.Host,
@@ -119,18 +121,18 @@ func (h warningHandlerWithoutContext) HandleWarningHeaderWithContext(_ context.C
 	h.HandleWarningHeader(code, agent, text)
 }
 
-// writeOptions are the query parameters of a write.
-type writeOptions struct {
-	dryRun          []string
-	fieldManager    string
-	fieldValidation string
+// WriteOptions are the query parameters of a write.
+type WriteOptions struct {
+	DryRun          []string
+	FieldManager    string
+	FieldValidation string
 }
 
 // do sends one write: method to the object name in namespace ("" for a
 // cluster-scoped resource; "" name: the collection), with body (JSON, or a
 // JSON patch for PATCH), and returns the response body, which is the
 // caller's until it calls release. name is "" for a create.
-func (w *writer) do(ctx context.Context, method, namespace, name string, opts writeOptions, body []byte) (*responseBody, error) {
+func (w *Writer) Do(ctx context.Context, method, namespace, name string, opts WriteOptions, body []byte) (*ResponseBody, error) {
 	u, err := w.url(namespace, name, opts)
 	if err != nil {
 		return nil, err
@@ -163,7 +165,7 @@ func (w *writer) do(ctx context.Context, method, namespace, name string, opts wr
 
 // url is the write's URL; namespace and name are checked as client-go
 // checks path segments.
-func (w *writer) url(namespace, name string, opts writeOptions) (string, error) {
+func (w *Writer) url(namespace, name string, opts WriteOptions) (string, error) {
 	switch {
 	case w.namespaced && namespace == "":
 		return "", fmt.Errorf("writing a %s: the namespace is empty", w.resource)
@@ -192,14 +194,14 @@ func (w *writer) url(namespace, name string, opts writeOptions) (string, error) 
 		b.WriteString(name)
 	}
 	q := url.Values{}
-	for _, d := range opts.dryRun {
+	for _, d := range opts.DryRun {
 		q.Add("dryRun", d)
 	}
-	if opts.fieldManager != "" {
-		q.Set("fieldManager", opts.fieldManager)
+	if opts.FieldManager != "" {
+		q.Set("fieldManager", opts.FieldManager)
 	}
-	if opts.fieldValidation != "" {
-		q.Set("fieldValidation", opts.fieldValidation)
+	if opts.FieldValidation != "" {
+		q.Set("fieldValidation", opts.FieldValidation)
 	}
 	if len(q) > 0 {
 		b.WriteByte('?')
@@ -209,7 +211,7 @@ func (w *writer) url(namespace, name string, opts writeOptions) (string, error) 
 }
 
 // throttle waits for the shared client-side rate limiter.
-func (w *writer) throttle(ctx context.Context, method string) error {
+func (w *Writer) throttle(ctx context.Context, method string) error {
 	if w.limiter == nil {
 		return nil
 	}
@@ -223,7 +225,7 @@ func (w *writer) throttle(ctx context.Context, method string) error {
 }
 
 // send makes one attempt.
-func (w *writer) send(ctx context.Context, method, u string, body []byte) (*http.Response, error) {
+func (w *Writer) send(ctx context.Context, method, u string, body []byte) (*http.Response, error) {
 	start := time.Now()
 	defer func() { metrics.RequestLatency.Observe(ctx, method, w.template, time.Since(start)) }()
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
@@ -267,7 +269,7 @@ func retryAfterSeconds(resp *http.Response) (int, bool) {
 
 // result reads the response: its body for a 2xx, else the error it
 // stands for.
-func (w *writer) result(ctx context.Context, method, namespace, name string, resp *http.Response) (*responseBody, error) {
+func (w *Writer) result(ctx context.Context, method, namespace, name string, resp *http.Response) (*ResponseBody, error) {
 	defer resp.Body.Close()
 	if len(resp.Header["Warning"]) > 0 {
 		warnings, _ := utilnet.ParseWarningHeaders(resp.Header["Warning"])
@@ -277,21 +279,21 @@ func (w *writer) result(ctx context.Context, method, namespace, name string, res
 	}
 	body := newResponseBody()
 	if _, err := body.ReadFrom(resp.Body); err != nil {
-		body.release()
+		body.Release()
 		return nil, fmt.Errorf("reading the response to %s %s of %s/%s: %w", method, w.resource, namespace, name, err)
 	}
 	metrics.ResponseSize.Observe(ctx, method, w.host, float64(body.Len()))
 	if resp.StatusCode >= http.StatusOK && resp.StatusCode <= http.StatusPartialContent {
 		return body, nil
 	}
-	defer body.release()
-	return nil, responseError(resp, body.Bytes(), method, w.resource, name)
+	defer body.Release()
+	return nil, responseError(resp, body.Bytes(), method, schema.GroupResource{Group: w.group, Resource: w.resource}, name)
 }
 
 // responseError is the error a failed write stands for: the API server's
 // Status when the body is one, else a generic error with the status code,
 // as client-go makes them.
-func responseError(resp *http.Response, body []byte, method, resource, name string) error {
+func responseError(resp *http.Response, body []byte, method string, resource schema.GroupResource, name string) error {
 	var status metav1.Status
 	if json.Unmarshal(body, &status) == nil && (status.Kind == "" || status.Kind == "Status") && status.Status == metav1.StatusFailure {
 		return &apierrors.StatusError{ErrStatus: status}
@@ -305,7 +307,7 @@ func responseError(resp *http.Response, body []byte, method, resource, name stri
 		message = strings.TrimSpace(string(body))
 	}
 	s, _ := retryAfterSeconds(resp)
-	return apierrors.NewGenericServerResponse(resp.StatusCode, method, schema.GroupResource{Group: GroupVersion.Group, Resource: resource}, name, message, s, true)
+	return apierrors.NewGenericServerResponse(resp.StatusCode, method, resource, name, message, s, true)
 }
 
 func isText(resp *http.Response) bool {
@@ -324,18 +326,18 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-// responseBody is a write's response, in a buffer the next write reuses
+// ResponseBody is a write's response, in a buffer the next write reuses
 // once release is called: responses are read at the rate of writes, and
 // reading each into a new slice was most of what a write allocated.
-type responseBody struct{ bytes.Buffer }
+type ResponseBody struct{ bytes.Buffer }
 
-var responseBodies = sync.Pool{New: func() any { return new(responseBody) }}
+var responseBodies = sync.Pool{New: func() any { return new(ResponseBody) }}
 
-func newResponseBody() *responseBody { return responseBodies.Get().(*responseBody) }
+func newResponseBody() *ResponseBody { return responseBodies.Get().(*ResponseBody) }
 
 // release returns the buffer for reuse; the caller must hold nothing that
 // points into it (strings it made from it are copies).
-func (b *responseBody) release() {
+func (b *ResponseBody) Release() {
 	if b.Cap() > 64<<10 {
 		return // an unusually large response: let it go
 	}
