@@ -105,28 +105,81 @@ func (c *Controller) desired(ctx context.Context, key cache.ObjectName, pod *pod
 }
 
 // converge makes the cached mirror have what want says, writing only on a
-// difference.
+// difference; what a write that took effect entails follows it (done).
 func (c *Controller) converge(ctx context.Context, key cache.ObjectName, pod *podInfo, have *mirrorInfo, want *PodToIp, found []conflicts.Conflict, observed time.Time) error {
-	var wrote bool
+	w := write{have: have, observed: observed}
 	var err error
 	switch {
 	case want == nil && have == nil:
 		return nil
 	case want == nil:
-		return c.deleteMirror(ctx, key, have, observed)
+		w.op, w.author = "delete", c.authors.of(key, have, c.policyBound())
+		w.wrote, w.gone, err = c.deleteMirror(ctx, key, have)
 	case have == nil:
-		wrote, err = c.createMirror(ctx, key, want, observed)
+		w.op, w.obj = "create", want
+		w.wrote, err = c.createMirror(ctx, key, want)
 	case needsUpdate(have, want):
-		wrote, err = c.updateMirror(ctx, key, pod, have, applyDesired(have, want), observed)
+		w.op, w.obj, w.author = "update", applyDesired(have, want), c.authors.of(key, have, c.policyBound())
+		w.wrote, err = c.updateMirror(ctx, key, w.obj)
 	default:
 		// What it says is what the pod says: whoever wrote it, it is true.
 		c.authors.adopt(key, have)
 		return nil
 	}
-	if wrote {
-		c.reportConflict(pod, have, want, found)
+	if w.wrote || w.gone {
+		c.done(ctx, pod, w, want, found)
 	}
 	return err
+}
+
+// write is one write of a mirror: op on have (nil for a create), writing
+// obj (nil for a delete); author is who wrote have (see authorship). gone:
+// a delete found the mirror already removed, which releases its holds all
+// the same.
+type write struct {
+	op       string
+	have     *mirrorInfo
+	obj      *PodToIp
+	author   authorship
+	wrote    bool
+	gone     bool
+	observed time.Time
+}
+
+// done is everything a write that took effect entails, in one place: the
+// count, the trail line, the Warning event of an edit undone, and the
+// report of a conflict the write shows.
+func (c *Controller) done(ctx context.Context, pod *podInfo, w write, want *PodToIp, found []conflicts.Conflict) {
+	if w.wrote {
+		writesTotal.WithLabelValues(w.op).Inc()
+	}
+	have, obj := w.have, w.obj
+	switch {
+	case w.op == "create":
+		trail.Log(ctx, trail.Assigned, obj.trail(), nil, w.observed)
+	case w.author == edited:
+		if w.op == "update" {
+			c.reportReverted(ctx, pod, have)
+			trail.LogReverted(ctx, obj.trail(), w.observed)
+		} else {
+			trail.LogReverted(ctx, trail.Fields{}, w.observed)
+		}
+	case w.op == "delete":
+		trail.Log(ctx, trail.Released, c.heldBy(have, have.PodIPs, w.author), nil, w.observed)
+	case !have.PodUID.Is(obj.PodUID):
+		// The mirror passed to a new pod under the same name (its
+		// deletion was never seen): for the trail, the old pod let go of
+		// its addresses and the new one took its own.
+		trail.Log(ctx, trail.Released, c.heldBy(have, have.PodIPs, w.author), nil, w.observed)
+		trail.Log(ctx, trail.Assigned, obj.trail(), nil, w.observed)
+	default:
+		f := c.withHeldFrom(obj.trail(), givenUp(have.PodIPs, obj.PodIPs), obj.PodUID)
+		f.Unverified = w.author == unverified
+		trail.Log(ctx, trail.Changed, f, have.PodIPs, w.observed)
+	}
+	if w.op != "delete" {
+		c.reportConflict(pod, have, want, found)
+	}
 }
 
 // cachedPod returns the cached pod of key, or nil. The result is shared with
@@ -163,7 +216,7 @@ func versionOf(m *PodToIp, err error) (tracker.Version, error) {
 	return tracker.Version{UID: slim.ToUID(m.UID), RV: m.ResourceVersion}, nil
 }
 
-func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp, observed time.Time) (wrote bool, err error) {
+func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp) (wrote bool, err error) {
 	var made tracker.Version
 	c.authors.sending(key, want)
 	err = c.tracker.Write(key, func() (tracker.Version, error) {
@@ -175,9 +228,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 	switch {
 	case err == nil:
 		c.authors.wrote(key, made.UID, want)
-		writesTotal.WithLabelValues("create").Inc()
 		logger.V(4).Info("Created PodToIp", "address", want.PodAddress)
-		trail.Log(ctx, trail.Assigned, want.trail(), nil, observed)
 		return true, nil
 	case apierrors.IsAlreadyExists(err):
 		// The cache is behind; its add event will requeue the key.
@@ -192,8 +243,7 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 	}
 }
 
-func (c *Controller) updateMirror(ctx context.Context, key cache.ObjectName, pod *podInfo, have *mirrorInfo, obj *PodToIp, observed time.Time) (wrote bool, err error) {
-	author := c.authors.of(key, have, c.policyBound())
+func (c *Controller) updateMirror(ctx context.Context, key cache.ObjectName, obj *PodToIp) (wrote bool, err error) {
 	var made tracker.Version
 	c.authors.sending(key, obj)
 	err = c.tracker.Write(key, func() (tracker.Version, error) {
@@ -205,22 +255,7 @@ func (c *Controller) updateMirror(ctx context.Context, key cache.ObjectName, pod
 	switch {
 	case err == nil:
 		c.authors.wrote(key, made.UID, obj)
-		writesTotal.WithLabelValues("update").Inc()
 		logger.V(4).Info("Updated PodToIp", "address", obj.PodAddress)
-		if author == edited {
-			c.reportReverted(ctx, pod, have)
-			trail.LogReverted(ctx, obj.trail(), observed)
-		} else if !have.PodUID.Is(obj.PodUID) {
-			// The mirror passed to a new pod under the same name (its
-			// deletion was never seen): for the trail, the old pod let go
-			// of its addresses and the new one took its own.
-			trail.Log(ctx, trail.Released, c.heldBy(have, have.PodIPs, author), nil, observed)
-			trail.Log(ctx, trail.Assigned, obj.trail(), nil, observed)
-		} else {
-			f := c.withHeldFrom(obj.trail(), givenUp(have.PodIPs, obj.PodIPs), obj.PodUID)
-			f.Unverified = author == unverified
-			trail.Log(ctx, trail.Changed, f, have.PodIPs, observed)
-		}
 		return true, nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		// Someone else changed or deleted it; the watch event for that
@@ -232,48 +267,35 @@ func (c *Controller) updateMirror(ctx context.Context, key cache.ObjectName, pod
 	}
 }
 
-func (c *Controller) deleteMirror(ctx context.Context, key cache.ObjectName, have *mirrorInfo, observed time.Time) error {
+// deleteMirror deletes have; gone reports that someone else had removed it
+// first.
+func (c *Controller) deleteMirror(ctx context.Context, key cache.ObjectName, have *mirrorInfo) (wrote, gone bool, err error) {
 	// The UID precondition makes sure a newer object created under the same
 	// name since the cache was filled is never deleted by mistake.
 	uid := have.UID.UID()
-	author := c.authors.of(key, have, c.policyBound())
-	err := c.mirrorClient.PodToIps(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{
+	err = c.mirrorClient.PodToIps(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid},
 	})
 	logger := klog.FromContext(ctx)
 	switch {
 	case err == nil:
 		c.tracker.Deleted(key, have.version())
-		writesTotal.WithLabelValues("delete").Inc()
-		logger.V(4).Info("Deleted PodToIp")
 		c.authors.forget(key, have.UID)
-		c.logReleased(ctx, have, author, observed)
-		return nil
+		logger.V(4).Info("Deleted PodToIp")
+		return true, false, nil
 	case apierrors.IsNotFound(err):
 		// Someone else (the garbage collector, after a forced pod
 		// deletion) was faster; the pod let go of its addresses all the
 		// same, and no later reconcile will see the mirror to say so.
 		logger.V(2).Info("PodToIp already gone; waiting for the cache", "err", err)
 		c.authors.forget(key, have.UID)
-		c.logReleased(ctx, have, author, observed)
-		return nil
+		return false, true, nil
 	case apierrors.IsConflict(err):
 		logger.V(2).Info("PodToIp replaced; waiting for the cache", "err", err)
-		return nil
+		return false, false, nil
 	default:
-		return fmt.Errorf("deleting PodToIp %s: %w", key, err)
+		return false, false, fmt.Errorf("deleting PodToIp %s: %w", key, err)
 	}
-}
-
-// logReleased writes the trail line of a removed mirror: released, from
-// what it said; or reverted with no hold when someone else had changed
-// what it says, which is then not history (see authorship).
-func (c *Controller) logReleased(ctx context.Context, have *mirrorInfo, author authorship, observed time.Time) {
-	if author == edited {
-		trail.LogReverted(ctx, trail.Fields{}, observed)
-		return
-	}
-	trail.Log(ctx, trail.Released, c.heldBy(have, have.PodIPs, author), nil, observed)
 }
 
 // heldBy is what a trail line says of have's pod letting go of letGo.
