@@ -5,8 +5,11 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -140,4 +143,82 @@ func TestDocsFaultTableMatchesTests(t *testing.T) {
 		t.Errorf("a test is listed for two rows: %v", mapped)
 	}
 	t.Logf("%d README fault rows, %d TestFault tests", len(rows), len(selected))
+}
+
+// TestDocsLinks: every relative link in the repository's Markdown names a
+// file that exists and, into a Markdown file, a heading it has (GitHub's
+// anchors), so moving or trimming a document cannot leave a link dangling.
+func TestDocsLinks(t *testing.T) {
+	root := cp.Root
+	out, err := exec.Command("git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard", "*.md").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fences := regexp.MustCompile("(?s)```.*?```")
+	code := regexp.MustCompile("`[^`\n]*`")
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	anchors := map[string]map[string]bool{}
+	for _, f := range strings.Fields(string(out)) {
+		path := filepath.Join(root, f)
+		b, err := os.ReadFile(path)
+		if os.IsNotExist(err) {
+			continue // deleted in the work tree
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		text := code.ReplaceAllString(fences.ReplaceAllString(string(b), ""), "")
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			target, frag, _ := strings.Cut(m[1], "#")
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			dest := path
+			if target != "" {
+				dest = filepath.Join(filepath.Dir(path), target)
+			}
+			if _, err := os.Stat(dest); err != nil {
+				t.Errorf("%s: link to %s: no such file", f, m[1])
+				continue
+			}
+			if frag == "" || !strings.HasSuffix(dest, ".md") {
+				continue
+			}
+			if anchors[dest] == nil {
+				anchors[dest] = headingAnchors(t, dest)
+			}
+			if !anchors[dest][frag] {
+				t.Errorf("%s: link to %s: no such heading", f, m[1])
+			}
+		}
+	}
+}
+
+// headingAnchors returns the anchors GitHub gives the headings of a
+// Markdown file: lower case, punctuation dropped, spaces as hyphens, a
+// repeated heading numbered.
+func headingAnchors(t *testing.T, path string) map[string]bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := regexp.MustCompile(`[^\p{L}\p{N}_\- ]`)
+	seen, anchors := map[string]int{}, map[string]bool{}
+	inFence := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "```") {
+			inFence = !inFence
+		}
+		if inFence || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		h := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
+		a := strings.ReplaceAll(drop.ReplaceAllString(h, ""), " ", "-")
+		if n := seen[a]; n > 0 {
+			anchors[a+"-"+strconv.Itoa(n)] = true
+		} else {
+			anchors[a] = true
+		}
+		seen[a]++
+	}
+	return anchors
 }
