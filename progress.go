@@ -110,6 +110,11 @@ func (p *watchProgress) wrap(lw *cache.ListWatch) *cache.ListWatch {
 					if initial && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 						p.delivered, pending, initial = p.delivered+pending, 0, false
 						p.epoch, p.listedAt = p.epoch+1, p.clock()
+						// The stream goes on as a watch of the server's
+						// usual length, with a bookmark once a minute; end
+						// it as a short watch ends, and the reflector goes
+						// on with a short one from where it stopped.
+						time.AfterFunc(watchTimeout, w.Stop)
 					} else if initial {
 						return e, true
 					}

@@ -419,8 +419,8 @@ func (d *demo) forceCleanup(t *testing.T) {
 }
 
 // checkDemoShows checks what the demo shows once it is up: the nodes, the
-// listings of the first workload's mirrors, the field selector's answer, and
-// instructions that work.
+// listings of the first workload's mirrors, the field selector's answer,
+// kubectl ptp check passing, and instructions that work.
 func checkDemoShows(t *testing.T, out string) {
 	t.Helper()
 	if nodes := shown(out, "kubectl get nodes"); len(nodes) != 1 || strings.Count(nodes[0], "True") != 3 || !strings.Contains(nodes[0], "fd00:") {
@@ -473,6 +473,32 @@ func checkDemoShows(t *testing.T, out string) {
 		t.Errorf("kubectl ptp who-had and who-has do not name a gone pod and the one holding its address now (%q, %q):\n%s", had, has, out)
 	} else if listing := shown(out, "kubectl get ptp -A"); len(listing) == 2 && strings.Contains(listing[1], had+" ") {
 		t.Errorf("the pod who-had names, %s, still holds an address after the scale-down:\n%s", had, listing[1])
+	}
+
+	// The installation checks out: kubectl ptp check, run as the admin
+	// against the controller running as its ServiceAccount, proves every
+	// check; the one line that is information says that no Deployment
+	// runs the controller here.
+	if checks := shown(out, "kubectl ptp check"); len(checks) != 1 {
+		t.Errorf("the demo does not show kubectl ptp check once:\n%s", out)
+	} else {
+		lines := strings.Split(strings.TrimSpace(checks[0]), "\n")[1:]
+		seen := map[string]bool{}
+		for _, l := range lines {
+			f := strings.Fields(l)
+			switch {
+			case len(f) > 1 && f[0] == "ok":
+				seen[f[1]] = true
+			case len(f) > 1 && f[0] == "warn" && f[1] == "deployment" && strings.Contains(l, "runs outside the cluster"):
+			default:
+				t.Errorf("kubectl ptp check in the demo: %q is neither ok nor the missing Deployment:\n%s", l, checks[0])
+			}
+		}
+		for _, want := range []string{"binding/podtoip-controller", "binding/podtoip-controller-history", "forged-create", "forged-edit", "forged-history", "leader", "history/all"} {
+			if !seen[want] {
+				t.Errorf("kubectl ptp check in the demo does not say ok for %s:\n%s", want, checks[0])
+			}
+		}
 	}
 
 	// The printed curl commands work, on loopback.

@@ -14,6 +14,8 @@ const (
 	// exitNotCovered is nobody found where the history cannot vouch for
 	// the time: unlike exit 1, someone may have held the address unseen.
 	exitNotCovered = 4
+	// exitCheckFailed is check's: a check failed, which its line explains.
+	exitCheckFailed = 5
 )
 
 const exitCodesHelp = `Exit codes:
@@ -24,7 +26,8 @@ const exitCodesHelp = `Exit codes:
   3  API error: the cluster could not be asked (unreachable, credentials
      refused, access forbidden, the CRDs not installed)
   4  not covered: nobody was found, but the history cannot vouch for the
-     time asked about (who-had): a pod may have held the address unseen`
+     time asked about (who-had): a pod may have held the address unseen
+  5  check failed: a check of the installation printed fail (check)`
 
 // exitError is an error with the exit code it ends the command with.
 type exitError struct {
@@ -53,6 +56,12 @@ func notFound(msg string) error {
 // which says why it cannot vouch for more, is printed as it is.
 func notCovered(msg string) error {
 	return &exitError{code: exitNotCovered, err: errors.New(msg)}
+}
+
+// checkFailed is check's verdict that a check failed (exit 5): msg, which
+// names them, is printed as it is.
+func checkFailed(msg string) error {
+	return &exitError{code: exitCheckFailed, err: errors.New(msg)}
 }
 
 // apiError marks err as a failure to ask the cluster (exit 3).

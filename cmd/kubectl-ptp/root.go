@@ -51,7 +51,7 @@ func newRootCommand(o *options) *cobra.Command {
 	// The commands make no discovery calls, so there is no cache to place.
 	o.flags.CacheDir = nil
 	o.flags.AddFlags(root.PersistentFlags())
-	root.PersistentFlags().Lookup("namespace").Usage = "Only pods of this namespace (who-has, who-had, conflicts). All namespaces when unset."
+	root.PersistentFlags().Lookup("namespace").Usage = "Only pods of this namespace (who-has, who-had, conflicts). All namespaces when unset. For check, where it tries a forged PodToIp."
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml. A table when unset.")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.CompletionOptions.DisableDefaultCmd = true
@@ -59,7 +59,7 @@ func newRootCommand(o *options) *cobra.Command {
 	// the command knows --help takes no value: "--help --kubeconfig FILE"
 	// would otherwise take FILE for a command.
 	root.InitDefaultHelpFlag()
-	root.AddCommand(newWhoHasCommand(o), newWhoHadCommand(o), newHistoryCommand(o), newConflictsCommand(o), newVersionCommand(o))
+	root.AddCommand(newWhoHasCommand(o), newWhoHadCommand(o), newHistoryCommand(o), newConflictsCommand(o), newCheckCommand(o), newVersionCommand(o))
 	return root
 }
 
@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, streams genericiooptions.IOStreams,
 	code := exitCode(err)
 	switch code {
 	case exitFound:
-	case exitNotFound, exitNotCovered:
+	case exitNotFound, exitNotCovered, exitCheckFailed:
 		fmt.Fprintln(streams.ErrOut, err)
 	case exitUsage:
 		fmt.Fprintf(streams.ErrOut, "error: %v\nSee '%s --help' for usage.\n", err, cmd.CommandPath())

@@ -1,13 +1,14 @@
 // Command demo starts a throwaway simulated cluster on loopback
 // (kube-apiserver + etcd, kube-controller-manager, kube-scheduler, and kwok
 // playing the kubelets of three fake nodes, one of them dual-stack),
-// installs the PodToIp CRD, runs podtoip-controller against it, deploys a
-// first workload and shows `kubectl get ptp -A` following it. Then it tells
-// the user how to drive the cluster with ordinary kubectl commands, and
-// keeps running until Ctrl-C, SIGTERM or SIGHUP (or until nothing reads its
-// output any more); then it stops everything it started and removes its
-// files. A run that could not clean up (killed with SIGKILL) is cleaned up
-// by the next one.
+// installs the CRDs, RBAC and admission policy of artifacts/, runs
+// podtoip-controller against it as its ServiceAccount, deploys a first
+// workload, shows `kubectl get ptp -A` following it, and `kubectl ptp check`
+// proving the install. Then it tells the user how to drive the cluster with
+// ordinary kubectl commands, and keeps running until Ctrl-C, SIGTERM or
+// SIGHUP (or until nothing reads its output any more); then it stops
+// everything it started and removes its files. A run that could not clean
+// up (killed with SIGKILL) is cleaned up by the next one.
 package main
 
 import (
@@ -30,6 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"example.com/podtoip-controller/e2e/controlplane"
 )
@@ -116,14 +119,30 @@ func run() (err error) {
 	}()
 	show(ctx, cl, "kubectl get nodes -o wide", "get", "nodes", "-o", "custom-columns=NAME:.metadata.name,READY:.status.conditions[?(@.type==\"Ready\")].status,INTERNAL-IP:.status.addresses[?(@.type==\"InternalIP\")].address,POD-CIDRS:.spec.podCIDRs")
 
-	step("Installing the CRD: kubectl apply -f artifacts/crd.yaml")
-	if err := cl.InstallCRD(ctx); err != nil {
+	// What `kubectl apply -k artifacts/` installs, but the Deployment and
+	// what serves it: kwok would run its pods as fakes, so the real binary
+	// runs here instead, as the Deployment's ServiceAccount.
+	step("Installing the CRDs, the controller's namespace, ServiceAccount and RBAC, and the admission policy that lets\n" +
+		"    only that ServiceAccount write PodToIps and IPHistories:\n" +
+		"    kubectl apply " + strings.Join(installFlags(), " "))
+	if err := install(ctx, cl); err != nil {
 		return err
 	}
 
+	// As in a pod: a token of the ServiceAccount from the TokenRequest API,
+	// and leader election in the namespace the Deployment runs in. The
+	// token is written to the controller's kubeconfig, never shown.
+	saKubeconfig := filepath.Join(dir, "podtoip-controller.kubeconfig")
+	step(fmt.Sprintf("Running the controller as its ServiceAccount %s/%s: a token from the TokenRequest API\n"+
+		"    (kubectl -n %s create token %s --duration=%s) in a kubeconfig of its own, %s",
+		controllerNamespace, controllerName, controllerNamespace, controllerName, tokenDuration, saKubeconfig))
+	if err := writeServiceAccountKubeconfig(ctx, cl, saKubeconfig); err != nil {
+		return err
+	}
 	// Port 0 on loopback: metrics and probes get free ports that only this
 	// machine can reach, read back from the controller's log.
-	args := []string{"--kubeconfig", cl.Kubeconfig, "--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0"}
+	args := []string{"--kubeconfig", saKubeconfig, "--leader-elect", "--leader-elect-resource-namespace=" + controllerNamespace,
+		"--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0"}
 	step("Starting the controller: bin/podtoip-controller " + strings.Join(args, " "))
 	cmd := exec.Command(filepath.Join(cl.Root, "bin", "podtoip-controller"), args...)
 	// Ctrl-C signals the terminal's whole foreground process group. In a
@@ -215,6 +234,10 @@ func run() (err error) {
 	showPlugin(ctx, cl, "Who has it now?  kubectl ptp who-has "+reused, "who-has", reused)
 	showPlugin(ctx, cl, "kubectl ptp history "+reused, "history", reused)
 
+	step("Checking the installation as the admin: the CRDs, the policy and its bindings, forged writes refused (dry runs),\n" +
+		"    the leader's Lease and the history (no Deployment here: the controller runs outside the cluster)")
+	showPlugin(ctx, cl, "kubectl ptp check", "check")
+
 	fmt.Fprintf(out, `
 The cluster keeps running. Point your own kubectl at it:
 
@@ -240,6 +263,7 @@ Ask who had an address, with the kubectl plugin:
     kubectl ptp who-had %s --at 2m        # or --at 2026-11-25T14:05:00Z
     kubectl ptp history %s
     kubectl get iph                             # every address's history
+    kubectl ptp check                           # is the install safe, and the controller leading?
 
     kubectl delete namespace %s
 
@@ -262,6 +286,67 @@ Press Ctrl-C to stop the controller and the cluster and remove their files.
 }
 
 func step(msg string) { fmt.Fprintf(out, "\n==> %s\n", msg) }
+
+// The controller's identity and home, as artifacts/rbac.yaml and
+// artifacts/policy.yaml name them.
+const (
+	controllerNamespace = "podtoip-system"
+	controllerName      = "podtoip-controller"
+	// tokenDuration outlasts a demo: nothing renews the token, as a
+	// kubelet renews a pod's.
+	tokenDuration = "24h"
+)
+
+// installManifests are the files of artifacts/ the demo applies, in order.
+var installManifests = []string{"namespace.yaml", "rbac.yaml", "crd.yaml", "policy.yaml"}
+
+func installFlags() []string {
+	var flags []string
+	for _, f := range installManifests {
+		flags = append(flags, "-f", "artifacts/"+f)
+	}
+	return flags
+}
+
+// install applies installManifests and waits until the CRDs are served.
+// The policy is loaded in the background within seconds; the controller,
+// which it lets write, does not wait for it.
+func install(ctx context.Context, cl *controlplane.Cluster) error {
+	args := []string{"apply"}
+	for _, f := range installManifests {
+		args = append(args, "-f", filepath.Join(cl.Root, "artifacts", f))
+	}
+	if _, err := cl.Kubectl(ctx, args...); err != nil {
+		return err
+	}
+	_, err := cl.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/podtoips.example.com", "crd/iphistories.example.com", "crd/iphistorycoverages.example.com")
+	return err
+}
+
+// writeServiceAccountKubeconfig writes to path a kubeconfig for the
+// cluster's API server that authenticates with a new token of the
+// controller's ServiceAccount.
+func writeServiceAccountKubeconfig(ctx context.Context, cl *controlplane.Cluster, path string) error {
+	token, err := cl.Kubectl(ctx, "-n", controllerNamespace, "create", "token", controllerName, "--duration="+tokenDuration)
+	if err != nil {
+		return fmt.Errorf("requesting a token of ServiceAccount %s/%s: %w", controllerNamespace, controllerName, err)
+	}
+	admin, err := clientcmd.LoadFromFile(cl.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	var caData []byte
+	for _, c := range admin.Clusters {
+		caData = c.CertificateAuthorityData
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["demo"] = &clientcmdapi.Cluster{Server: cl.Host(), CertificateAuthorityData: caData}
+	kc.AuthInfos[controllerName] = &clientcmdapi.AuthInfo{Token: strings.TrimSpace(token)}
+	kc.Contexts[controllerName] = &clientcmdapi.Context{Cluster: "demo", AuthInfo: controllerName}
+	kc.CurrentContext = controllerName
+	return clientcmd.WriteToFile(*kc, path)
+}
 
 var servingRE = regexp.MustCompile(`"Serving (metrics|health probes)" address="([^"]+)"`)
 

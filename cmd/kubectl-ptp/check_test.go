@@ -1,0 +1,429 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"example.com/podtoip-controller/internal/history"
+)
+
+// installation is a cluster for the checks: what the shipped manifests
+// create, with a controller leading, unless a test takes some away.
+type installation struct {
+	user       string
+	crds       []*unstructured.Unstructured
+	policies   []*admissionv1.ValidatingAdmissionPolicy
+	bindings   []*admissionv1.ValidatingAdmissionPolicyBinding
+	lease      *coordinationv1.Lease
+	deployment *appsv1.Deployment
+	coverages  []*unstructured.Unstructured
+	mirrors    []*unstructured.Unstructured
+	// enforced is whether the API server refuses forged writes by the
+	// policy; rbac, whether RBAC refuses them before.
+	enforced, rbac bool
+	// whoAmIErr is the answer to SelfSubjectReview, when it fails.
+	whoAmIErr error
+}
+
+func newInstallation() *installation {
+	in := &installation{user: "kubernetes-admin", enforced: true}
+	for _, crd := range expectedCRDs {
+		in.crds = append(in.crds, crdObject(crd.name, "True", true, crd.fields, crd.selectable))
+	}
+	for _, name := range []string{mirrorPolicy, historyPolicy} {
+		in.policies = append(in.policies, &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: admissionv1.ValidatingAdmissionPolicySpec{FailurePolicy: ptr.To(admissionv1.Fail)}})
+		in.bindings = append(in.bindings, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}}})
+	}
+	in.lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: controllerName, Namespace: defaultControllerNamespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1_abc"), LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: &metav1.MicroTime{Time: testNow.Add(-3 * time.Second)}}}
+	in.deployment = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: controllerName, Namespace: defaultControllerNamespace},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)}, Status: appsv1.DeploymentStatus{AvailableReplicas: 2}}
+	in.coverages = append(in.coverages, coverageObject("all", "", testNow.Add(-time.Hour), testNow.Add(-2*time.Second)))
+	in.mirrors = append(in.mirrors, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "PodToIp",
+		"metadata": map[string]any{"name": "web-0", "namespace": "shop", "resourceVersion": "5",
+			"labels": map[string]any{"app.kubernetes.io/managed-by": controllerName}},
+		"podName": "web-0", "podUID": "0badc0de-0000-4000-8000-000000000001", "podAddress": "10.244.1.7",
+	}})
+	return in
+}
+
+func crdObject(name, established string, served bool, fields, selectable []string) *unstructured.Unstructured {
+	props := map[string]any{}
+	for _, f := range fields {
+		props[f] = map[string]any{"type": "string"}
+	}
+	var sel []any
+	for _, s := range selectable {
+		sel = append(sel, map[string]any{"jsonPath": s})
+	}
+	v1 := map[string]any{"name": "v1", "served": served, "storage": true,
+		"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "properties": props}}}
+	if sel != nil {
+		v1["selectableFields"] = sel
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"versions": []any{v1}},
+		"status":   map[string]any{"conditions": []any{map[string]any{"type": "Established", "status": established}}},
+	}}
+}
+
+func coverageObject(name, namespace string, from, to time.Time) *unstructured.Unstructured {
+	cov := &history.IPHistoryCoverage{
+		TypeMeta:   metav1.TypeMeta{APIVersion: history.GroupVersion.String(), Kind: history.CoverageKind},
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Namespace: namespace,
+		Retention: metav1.Duration{Duration: 24 * time.Hour}, Writer: "node-1_abc",
+		Intervals: []history.Interval{{From: metav1.NewTime(from.Truncate(time.Second)), To: metav1.NewTime(to.Truncate(time.Second))}},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cov)
+	if err != nil {
+		panic(err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// policyRefusal is the error the API server returns when policy refuses
+// a write of resource.
+func policyRefusal(policy, resource, name string) error {
+	return apierrors.NewForbidden(schema.GroupResource{Group: "example.com", Resource: resource}, name,
+		errors.New("ValidatingAdmissionPolicy '"+policy+"' with binding '"+policy+"' denied request: only podtoip-controller writes them"))
+}
+
+// checker returns a checker of in, asking about namespace default.
+func (in *installation) checker() *checker {
+	var typed []runtime.Object
+	for _, p := range in.policies {
+		typed = append(typed, p)
+	}
+	for _, b := range in.bindings {
+		typed = append(typed, b)
+	}
+	if in.lease != nil {
+		typed = append(typed, in.lease)
+	}
+	if in.deployment != nil {
+		typed = append(typed, in.deployment)
+	}
+	kube := fake.NewClientset(typed...)
+	kube.PrependReactor("create", "selfsubjectreviews", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if in.whoAmIErr != nil {
+			return true, nil, in.whoAmIErr
+		}
+		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: authenticationv1.UserInfo{Username: in.user}}}, nil
+	})
+	var objs []runtime.Object
+	for _, o := range append(append(append([]*unstructured.Unstructured{}, in.crds...), in.coverages...), in.mirrors...) {
+		objs = append(objs, o)
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		crdResource: "CustomResourceDefinitionList", mirrorResource: "PodToIpList",
+		history.GroupVersionResource: history.ListKind, history.CoverageGroupVersionResource: history.CoverageListKind,
+	}, objs...)
+	refuse := func(verb, resource, policy string) {
+		dyn.PrependReactor(verb, resource, func(a clienttesting.Action) (bool, runtime.Object, error) {
+			dryRun := false
+			switch a := a.(type) {
+			case clienttesting.CreateActionImpl:
+				dryRun = slices.Equal(a.CreateOptions.DryRun, []string{metav1.DryRunAll})
+			case clienttesting.UpdateActionImpl:
+				dryRun = slices.Equal(a.UpdateOptions.DryRun, []string{metav1.DryRunAll})
+			}
+			if !dryRun {
+				// Fails the check, and so the test.
+				return true, nil, errors.New("a write without dryRun=All")
+			}
+			switch {
+			case in.rbac:
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "example.com", Resource: resource}, "",
+					errors.New(`User "`+in.user+`" cannot `+verb+` resource "`+resource+`" in API group "example.com"`))
+			case in.enforced:
+				return true, nil, policyRefusal(policy, resource, "x")
+			}
+			return true, nil, nil // accepted; a dry run stores nothing
+		})
+	}
+	refuse("create", "podtoips", mirrorPolicy)
+	refuse("update", "podtoips", mirrorPolicy)
+	refuse("create", "iphistories", historyPolicy)
+	return &checker{kube: kube, dyn: dyn, namespace: "default", controllerNamespace: defaultControllerNamespace, now: func() time.Time { return testNow }}
+}
+
+// run makes the checks and returns them by name.
+func (in *installation) run(t *testing.T) ([]checkResult, map[string]checkResult) {
+	t.Helper()
+	results, err := in.checker().run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]checkResult{}
+	for _, r := range results {
+		byName[r.Check] = r
+	}
+	return results, byName
+}
+
+func TestCheckInstalled(t *testing.T) {
+	results, _ := newInstallation().run(t)
+	var out bytes.Buffer
+	if err := printChecks(&out, results); err != nil {
+		t.Fatal(err)
+	}
+	want := `ok    crd/podtoips.example.com            Established, serves v1
+ok    crd/iphistories.example.com         Established, serves v1
+ok    crd/iphistorycoverages.example.com  Established, serves v1
+ok    policy/podtoip-controller           exists, failurePolicy Fail
+ok    binding/podtoip-controller          binds podtoip-controller with Deny
+ok    policy/podtoip-controller-history   exists, failurePolicy Fail
+ok    binding/podtoip-controller-history  binds podtoip-controller-history with Deny
+ok    forged-create                       creating PodToIp default/kubectl-ptp-check-forged as kubernetes-admin is refused by the policy podtoip-controller (dry run, nothing written)
+ok    forged-edit                         changing the podAddress of PodToIp shop/web-0 as kubernetes-admin is refused by the policy podtoip-controller (dry run, nothing written)
+ok    forged-history                      creating IPHistory 192.0.2.1 as kubernetes-admin is refused by the policy podtoip-controller-history (dry run, nothing written)
+ok    leader                              node-1_abc leads: renewed Lease podtoip-system/podtoip-controller 3s ago (lease duration 15s)
+ok    deployment                          2 of 2 replicas of Deployment podtoip-system/podtoip-controller available
+ok    history/all                         on for all namespaces: retention 24h0m0s, covered until 2026-05-01T15:59:58Z (2s ago), from 2026-05-01T15:00:00Z in 1 interval(s), written by node-1_abc
+`
+	if out.String() != want {
+		t.Errorf("check printed\n%s\nwant\n%s", out.String(), want)
+	}
+	if err := checkVerdict(results); err != nil {
+		t.Errorf("every check ok, yet the verdict is %v", err)
+	}
+}
+
+// TestCheckBindingRemoved: without the binding the policy is not enforced:
+// the binding's line says so and what to do, the forged writes it guarded
+// are accepted, and check exits 5.
+func TestCheckBindingRemoved(t *testing.T) {
+	in := newInstallation()
+	in.bindings, in.enforced = in.bindings[1:], false
+	results, got := in.run(t)
+	b := got["binding/podtoip-controller"]
+	if b.Status != statusFail || !strings.Contains(b.Detail, "ValidatingAdmissionPolicyBinding podtoip-controller is missing") || !strings.Contains(b.Detail, policyHint) {
+		t.Errorf("binding line: %+v", b)
+	}
+	for _, name := range []string{"forged-create", "forged-edit", "forged-history"} {
+		if r := got[name]; r.Status != statusFail || !strings.Contains(r.Detail, "was accepted (dry run, nothing written)") {
+			t.Errorf("%s: %+v", name, r)
+		}
+	}
+	err := checkVerdict(results)
+	if exitCode(err) != exitCheckFailed || !strings.HasPrefix(err.Error(), "4 of 13 checks failed: binding/podtoip-controller, forged-create") {
+		t.Errorf("verdict %v, exit %d; want exit 5 naming the failed checks", err, exitCode(err))
+	}
+}
+
+// TestCheckForgedProvesOnlyThePolicy: a refusal by RBAC, or no refusal
+// because the caller is the controller, proves nothing about the policy.
+func TestCheckForgedProvesOnlyThePolicy(t *testing.T) {
+	in := newInstallation()
+	in.rbac = true
+	_, got := in.run(t)
+	for _, name := range []string{"forged-create", "forged-edit", "forged-history"} {
+		if r := got[name]; r.Status != statusFail || !strings.Contains(r.Detail, "RBAC refused") || !strings.Contains(r.Detail, "a cluster admin") {
+			t.Errorf("refused by RBAC, %s: %+v", name, r)
+		}
+	}
+
+	in = newInstallation()
+	in.user = "system:serviceaccount:podtoip-system:podtoip-controller"
+	_, got = in.run(t)
+	for _, name := range []string{"forged-create", "forged-edit", "forged-history"} {
+		if r := got[name]; r.Status != statusFail || !strings.Contains(r.Detail, "the controller's ServiceAccount, which the policy lets write") {
+			t.Errorf("as the controller, %s: %+v", name, r)
+		}
+	}
+
+	in = newInstallation()
+	in.mirrors = nil
+	_, got = in.run(t)
+	if r := got["forged-edit"]; r.Status != statusWarn || !strings.Contains(r.Detail, "no PodToIp exists") {
+		t.Errorf("without a PodToIp, forged-edit: %+v", r)
+	}
+}
+
+func TestJudgeForged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status string
+		detail string
+	}{
+		{"refused by the policy", policyRefusal(mirrorPolicy, "podtoips", "x"), statusOK, "is refused by the policy podtoip-controller"},
+		{"refused by another policy", policyRefusal("someone-else", "podtoips", "x"), statusFail, "not refused by the policy podtoip-controller"},
+		{"refused by the schema", apierrors.NewInvalid(schema.GroupKind{Group: "example.com", Kind: "PodToIp"}, "x", nil), statusFail, "not refused by the policy"},
+		{"accepted", nil, statusFail, "was accepted"},
+	} {
+		r := judgeForged(checkResult{Check: "forged-create"}, tc.err, mirrorPolicy, "creating PodToIp default/x", "alice")
+		if r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) || !strings.Contains(r.Detail, "as alice") {
+			t.Errorf("%s: %+v; want %s with %q", tc.name, r, tc.status, tc.detail)
+		}
+	}
+}
+
+func TestCheckNamespaceMissing(t *testing.T) {
+	err := apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "nope")
+	if !namespaceMissing(err) || namespaceMissing(apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "podtoips"}, "x")) {
+		t.Error("namespaceMissing does not tell a missing namespace from another missing object")
+	}
+}
+
+func TestCheckPolicyAndBinding(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		edit   func(*installation)
+		check  string
+		status string
+		detail string
+	}{
+		{"policy missing", func(in *installation) { in.policies = in.policies[:1] }, "policy/podtoip-controller-history", statusFail,
+			"ValidatingAdmissionPolicy podtoip-controller-history does not exist: restore it: kubectl apply -k artifacts/ (or your overlay of it)"},
+		{"fails open", func(in *installation) { in.policies[0].Spec.FailurePolicy = ptr.To(admissionv1.Ignore) }, "policy/podtoip-controller", statusFail, "failurePolicy is Ignore"},
+		{"binds another policy", func(in *installation) { in.bindings[0].Spec.PolicyName = "other" }, "binding/podtoip-controller", statusFail, `binds the policy "other"`},
+		{"warns only", func(in *installation) {
+			in.bindings[0].Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Warn, admissionv1.Audit}
+		}, "binding/podtoip-controller", statusFail, "lack Deny"},
+		{"narrowed", func(in *installation) {
+			in.bindings[1].Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}
+		}, "binding/podtoip-controller-history", statusWarn, "narrowed by matchResources"},
+	} {
+		in := newInstallation()
+		tc.edit(in)
+		_, got := in.run(t)
+		if r := got[tc.check]; r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
+			t.Errorf("%s: %+v; want %s with %q", tc.name, r, tc.status, tc.detail)
+		}
+	}
+}
+
+func TestCheckCRDs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		crd    *unstructured.Unstructured
+		detail string
+	}{
+		{"missing", nil, "CustomResourceDefinition iphistories.example.com does not exist: install the CRDs: kubectl apply -f artifacts/crd.yaml"},
+		{"not established", crdObject(history.CRDName, "False", true, expectedCRDs[1].fields, nil), "not Established"},
+		{"v1 not served", crdObject(history.CRDName, "True", false, expectedCRDs[1].fields, nil), "v1 is not served"},
+		{"older", crdObject(history.CRDName, "True", true, []string{"address", "holders"}, nil), "older than this plugin: v1 lacks recordedFrom"},
+	} {
+		in := newInstallation()
+		in.crds = []*unstructured.Unstructured{in.crds[0], in.crds[2]}
+		if tc.crd != nil {
+			in.crds = append(in.crds, tc.crd)
+		}
+		_, got := in.run(t)
+		if r := got["crd/"+history.CRDName]; r.Status != statusFail || !strings.Contains(r.Detail, tc.detail) {
+			t.Errorf("%s: %+v; want fail with %q", tc.name, r, tc.detail)
+		}
+	}
+	in := newInstallation()
+	in.crds[0] = crdObject("podtoips.example.com", "True", true, expectedCRDs[0].fields, []string{".podIPv4"})
+	if _, got := in.run(t); !strings.Contains(got["crd/podtoips.example.com"].Detail, "lacks selectable .podIPv6, selectable .conflict") {
+		t.Errorf("a PodToIp CRD without the selectable fields: %+v", got["crd/podtoips.example.com"])
+	}
+}
+
+func TestCheckLeaderAndDeployment(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		edit   func(*installation)
+		check  string
+		status string
+		detail string
+	}{
+		{"no Lease", func(in *installation) { in.lease = nil }, "leader", statusFail, "no Lease podtoip-system/podtoip-controller"},
+		{"released", func(in *installation) { in.lease.Spec.HolderIdentity = ptr.To("") }, "leader", statusFail, "has no holder"},
+		{"expired", func(in *installation) { in.lease.Spec.RenewTime = &metav1.MicroTime{Time: testNow.Add(-time.Minute)} }, "leader", statusFail,
+			"node-1_abc last renewed Lease podtoip-system/podtoip-controller 60s ago, longer than its lease duration (15s)"},
+		{"no Deployment", func(in *installation) { in.deployment = nil }, "deployment", statusWarn, "the controller runs outside the cluster"},
+		{"scaled to 0", func(in *installation) { in.deployment.Spec.Replicas = ptr.To[int32](0) }, "deployment", statusFail, "scaled to 0"},
+		{"none available", func(in *installation) { in.deployment.Status.AvailableReplicas = 0 }, "deployment", statusFail, "none of its 2 replicas available"},
+		{"one available", func(in *installation) { in.deployment.Status.AvailableReplicas = 1 }, "deployment", statusWarn, "1 of 2 replicas"},
+	} {
+		in := newInstallation()
+		tc.edit(in)
+		_, got := in.run(t)
+		if r := got[tc.check]; r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
+			t.Errorf("%s: %+v; want %s with %q", tc.name, r, tc.status, tc.detail)
+		}
+	}
+}
+
+func TestCheckHistory(t *testing.T) {
+	in := newInstallation()
+	in.coverages = nil
+	if _, got := in.run(t); got["history"].Status != statusWarn || !strings.Contains(got["history"].Detail, "off: there is no IPHistoryCoverage") {
+		t.Errorf("no coverage: %+v", got["history"])
+	}
+	in = newInstallation()
+	in.coverages = append(in.coverages, coverageObject("namespace.shop", "shop", testNow.Add(-48*time.Hour), testNow.Add(-3*time.Hour)))
+	_, got := in.run(t)
+	if r := got["history/namespace.shop"]; r.Status != statusWarn || !strings.Contains(r.Detail, "off or behind for namespace shop: covered until 2026-05-01T13:00:00Z (3h ago) only, retention 24h0m0s") {
+		t.Errorf("a stale coverage: %+v", r)
+	}
+	if r := got["history/all"]; r.Status != statusOK {
+		t.Errorf("a current coverage: %+v", r)
+	}
+}
+
+// TestCheckUnreachable: a cluster that cannot be asked is an API error
+// (exit 3), not thirteen failed checks.
+func TestCheckUnreachable(t *testing.T) {
+	in := newInstallation()
+	in.whoAmIErr = errors.New(`Post "https://127.0.0.1:1/apis/authentication.k8s.io/v1/selfsubjectreviews": dial tcp 127.0.0.1:1: connect: connection refused`)
+	_, err := in.checker().run(t.Context())
+	if exitCode(err) != exitAPI || !strings.Contains(err.Error(), "check that the cluster is reachable") {
+		t.Errorf("unreachable: %v, exit %d", err, exitCode(err))
+	}
+	// A server that will not say who the caller is is still checked.
+	in.whoAmIErr = apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}, "", errors.New("no"))
+	if _, got := in.run(t); got["forged-create"].Status != statusOK || strings.Contains(got["forged-create"].Detail, " as ") {
+		t.Errorf("without SelfSubjectReview: %+v", got["forged-create"])
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	results, _ := newInstallation().run(t)
+	results[4] = results[4].fail("missing")
+	var out bytes.Buffer
+	o := &options{streams: genericiooptions.IOStreams{Out: &out}, output: "json"}
+	err := o.reportChecks(results)
+	if exitCode(err) != exitCheckFailed {
+		t.Errorf("exit %d, want 5", exitCode(err))
+	}
+	var got struct {
+		APIVersion, Kind string
+		Items            []checkResult
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if got.APIVersion != "kubectl-ptp.example.com/v1" || got.Kind != "CheckList" || len(got.Items) != len(results) || got.Items[4] != results[4] {
+		t.Errorf("-o json printed\n%s", out.String())
+	}
+}

@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"example.com/podtoip-controller/e2e/framework"
+)
+
+// TestKubectlPtpCheck installs the shipped manifests, runs the controller
+// as its ServiceAccount, and checks that `kubectl ptp check` passes; that
+// with the policy's binding deleted it fails (exit 5) with a line that
+// names the binding and says how to restore it, and the forged create it
+// guarded is then accepted; and that it passes again once restored.
+func TestKubectlPtpCheck(t *testing.T) {
+	artifactsDir := filepath.Join(cp.Root, "artifacts")
+	if out, err := cp.Kubectl(t.Context(), "apply", "-k", artifactsDir); err != nil {
+		t.Fatalf("kubectl apply -k artifacts/: %v\n%s", err, out)
+	}
+	removePolicyAtEnd(t, cp)
+	waitPolicy(t.Context(), t, cp, true)
+	// Nothing runs a Deployment's pods on this control plane: the
+	// controller runs outside it, as its ServiceAccount, and check says
+	// that there is no Deployment instead of counting replicas that no
+	// kubelet could start.
+	if err := cp.Kube.AppsV1().Deployments(framework.DeployNamespace).Delete(t.Context(), "podtoip-controller", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa := suite.TokenKubeconfig(t, saToken(t, cp, framework.DeployNamespace, "podtoip-controller"))
+	p := suite.StartControllerAs(t, sa, "--leader-elect", "--leader-elect-resource-namespace", framework.DeployNamespace)
+	if err := p.WaitForOutput(framework.CtxFor(t, time.Minute), "Became the leader"); err != nil {
+		t.Fatalf("%v\n%s", err, framework.Tail(p.Output(), 40))
+	}
+	ns := suite.NewNamespace(t)
+	suite.RunningPod(t, ns, "checked-0", []string{"10.244.42.1"})
+	suite.WaitMirrorIPs(t, ns, "checked-0", "10.244.42.1")
+
+	// passes reports whether check exited 0 with every line ok, but the
+	// two that are information here: no Deployment, and the coverages of
+	// other tests' controllers limited to a namespace, which no longer
+	// run.
+	passes := func(out string, code int) bool {
+		if code != 0 {
+			return false
+		}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(l)
+			switch {
+			case len(f) < 2:
+				return false
+			case f[0] == "ok":
+			case f[0] == "warn" && f[1] == "deployment" && strings.Contains(l, "runs outside the cluster"):
+			case f[0] == "warn" && strings.HasPrefix(f[1], "history/namespace."):
+			default:
+				return false
+			}
+		}
+		return true
+	}
+	check := func(what string, done func(out, errOut string, code int) bool) (string, string, int) {
+		t.Helper()
+		var out, errOut string
+		var code int
+		// The API server loads a policy change in the background, within
+		// seconds. The history's coverage usually catches up within
+		// seconds of leading too, but one proof may wait up to 2 minutes
+		// (proveWait) for what it waits on, and it has taken over a
+		// minute here.
+		if err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+			out, errOut, code = suite.KubectlPTP(t, "check", "-n", ns)
+			return done(out, errOut, code), nil
+		}); err != nil {
+			t.Fatalf("%s: after 3 minutes, kubectl ptp check exits %d:\n%s%s", what, code, out, errOut)
+		}
+		return out, errOut, code
+	}
+
+	out, _, _ := check("installed", func(out, _ string, code int) bool { return passes(out, code) })
+	for _, want := range []string{
+		"ok    forged-create", "is refused by the policy podtoip-controller (dry run, nothing written)",
+		"ok    forged-edit", "changing the podAddress of PodToIp " + ns + "/checked-0",
+		"ok    forged-history", "ok    leader", "ok    history/all", "on for all namespaces",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl ptp check does not say %q:\n%s", want, out)
+		}
+	}
+	t.Logf("kubectl ptp check:\n%s", out)
+
+	if out, err := cp.Kubectl(t.Context(), "delete", "validatingadmissionpolicybinding", "podtoip-controller"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, errOut, _ := check("binding deleted", func(out, _ string, code int) bool {
+		return code == 5 && strings.Contains(out, "fail  forged-create ")
+	})
+	if !strings.Contains(out, "fail  binding/podtoip-controller ") ||
+		!strings.Contains(out, "ValidatingAdmissionPolicyBinding podtoip-controller is missing: the policy podtoip-controller is not enforced") ||
+		!strings.Contains(out, "kubectl apply -k artifacts/") || !strings.Contains(out, "ok    binding/podtoip-controller-history ") {
+		t.Errorf("without the binding, check does not name it and say how to restore it:\n%s", out)
+	}
+	if !strings.Contains(errOut, "checks failed: binding/podtoip-controller, forged-create") {
+		t.Errorf("standard error does not name the failed checks: %q", errOut)
+	}
+
+	if out, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(artifactsDir, "policy.yaml")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	check("binding restored", func(out, _ string, code int) bool { return passes(out, code) })
+
+	// The controller's own ServiceAccount may write: check run as it
+	// proves nothing of the policy, and says so.
+	out, _, code := suite.KubectlPTP(t, "check", "-n", ns, "--kubeconfig", sa)
+	if code != 5 || !strings.Contains(out, "fail  forged-create ") || !strings.Contains(out, "the controller's ServiceAccount, which the policy lets write") {
+		t.Errorf("check as the controller's ServiceAccount: exit %d\n%s", code, out)
+	}
+}
