@@ -287,7 +287,10 @@ func metricsEndpoint(ctx context.Context, o options, c *clients) (http.Handler, 
 	if !o.metricsSecure || o.metricsAddr == "0" || o.metricsAddr == "" {
 		return h, nil, nil
 	}
-	secure := serving.Secure{CertFile: o.tlsCertFile, KeyFile: o.tlsKeyFile, Kube: c.kube}
+	// The reviews get a copy of the client configuration with a rate
+	// limiter of their own: tokens sent to the endpoint never spend the
+	// mirrors' budget.
+	secure := serving.Secure{CertFile: o.tlsCertFile, KeyFile: o.tlsKeyFile, Config: c.config.Config}
 	cfg, err := secure.TLSConfig(ctx)
 	if err != nil {
 		return nil, nil, err

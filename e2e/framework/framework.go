@@ -18,7 +18,9 @@
 //   - figures.go: the fault scenarios' recorded figures;
 //   - fleet.go, churn.go: the pods the fault scenarios drive, and a paced
 //     churn of them;
-//   - leader.go: leader election, replicas and their Lease.
+//   - leader.go: leader election, replicas and their Lease;
+//   - flood.go: a flood of callers without valid credentials on the
+//     metrics endpoint.
 //
 // The processes themselves (kube-apiserver, etcd, the simulated cluster and
 // the faults injected into them) are package controlplane's.

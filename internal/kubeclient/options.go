@@ -11,7 +11,9 @@ type Options struct {
 	// audit log.
 	UserAgent string
 	// QPS and Burst limit the requests of the whole process; QPS <= 0
-	// disables client-side limiting.
+	// disables client-side limiting. The metrics endpoint's reviews of its
+	// callers are the exception: they have a limiter of their own
+	// (package serving), so callers cannot spend this budget.
 	QPS   float64
 	Burst int
 	// Compression asks for gzip-compressed responses.

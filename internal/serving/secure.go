@@ -2,14 +2,20 @@ package serving
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
@@ -17,7 +23,11 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 )
 
@@ -30,8 +40,9 @@ type Secure struct {
 	// CertFile and KeyFile hold the serving certificate, reloaded when
 	// they change; empty: a self-signed certificate made at start.
 	CertFile, KeyFile string
-	// Kube makes the reviews.
-	Kube kubernetes.Interface
+	// Config is the process's client configuration. The reviews are made
+	// with a copy that has a rate limiter of its own (reviewConfig).
+	Config *rest.Config
 }
 
 // The delegating authenticator's and authorizer's settings, as
@@ -46,16 +57,77 @@ const (
 	selfSignedHost = "podtoip-controller"
 )
 
+// What a caller the API server has not vouched for can cost. Anyone who
+// reaches the port can send a token, and each new token is a TokenReview:
+// without bounds, a flood of made-up tokens would spend the controller's
+// API budget (and the API server's time) on reviews instead of on the
+// mirrors' writes.
+const (
+	// reviewQPS and reviewBurst limit the reviews' own client. A few
+	// scrapers whose answers are cached for 10 s need a review every few
+	// seconds. kube-controller-manager's delegated authentication allows
+	// 200 (k8s.io/apiserver's default for servers that review every
+	// request of their API this way); a tenth of that is plenty here, and
+	// keeps a flood from loading the API server too.
+	reviewQPS   = 20
+	reviewBurst = 40
+	// maxInFlightReviews is how many requests whose credentials have not
+	// been admitted may be under review at once; the next one is refused
+	// with 429 at once rather than queued, so a flood cannot pile up
+	// waiting requests.
+	maxInFlightReviews = 8
+	// admittedTTL is how long a token that was admitted (authenticated and
+	// authorized) keeps skipping the bound on reviews after its last
+	// admission: a scraper keeps being served during a flood. It is still
+	// reviewed every tokenCacheTTL, so a revoked token is refused as
+	// before; only its exemption from the bound lasts.
+	admittedTTL = 15 * time.Minute
+	// maxAdmitted bounds the admitted tokens remembered: a handful of
+	// scrapers each rotating their token.
+	maxAdmitted = 256
+	// retryAfterSeconds is the Retry-After of a refused request.
+	retryAfterSeconds = "1"
+	// requestReadTimeout is how long a request to the metrics endpoint may
+	// take to be read, body included; longer than a review may take.
+	requestReadTimeout = 30 * time.Second
+)
+
+// reviewsThrottledTotal counts the requests refused because the bound on
+// reviews was reached.
+var reviewsThrottledTotal = metrics.NewCounter(&metrics.CounterOpts{
+	Namespace: "podtoip", Subsystem: "controller", Name: "metrics_requests_throttled_total",
+	Help: "Requests to the metrics endpoint answered 429 because as many requests with credentials not yet admitted were already under review " +
+		"(TokenReview, SubjectAccessReview) as allowed at once. Rising: someone sends the endpoint tokens faster than the API server is asked to review them.",
+	StabilityLevel: metrics.ALPHA,
+})
+
+var registerOnce sync.Once
+
 func reviewBackoff() *wait.Backoff {
 	return &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 }
 
+// reviewConfig returns a copy of cfg for the reviews, with a rate limiter
+// of its own: reviews never wait for, nor take from, the budget of the
+// mirrors' writes, whatever --kube-api-qps says (-1 included).
+func reviewConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = reviewQPS, reviewBurst
+	c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.QPS, c.Burst)
+	return c
+}
+
 // Handler wraps h: a request without valid credentials gets 401, one whose
 // identity may not get the path 403 (the ClusterRole that grants it is
-// named in the answer), and the rest reach h.
+// named in the answer), one beyond the bound on reviews 429, and the rest
+// reach h.
 func (s Secure) Handler(h http.Handler, role string) (http.Handler, error) {
+	kube, err := kubernetes.NewForConfig(reviewConfig(s.Config))
+	if err != nil {
+		return nil, fmt.Errorf("building the metrics endpoint's review client: %w", err)
+	}
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		TokenAccessReviewClient:  s.Kube.AuthenticationV1(),
+		TokenAccessReviewClient:  kube.AuthenticationV1(),
 		TokenAccessReviewTimeout: reviewTimeout,
 		WebhookRetryBackoff:      reviewBackoff(),
 		CacheTTL:                 tokenCacheTTL,
@@ -64,7 +136,7 @@ func (s Secure) Handler(h http.Handler, role string) (http.Handler, error) {
 		return nil, fmt.Errorf("building the metrics endpoint's authenticator: %w", err)
 	}
 	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: s.Kube.AuthorizationV1(),
+		SubjectAccessReviewClient: kube.AuthorizationV1(),
 		AllowCacheTTL:             allowCacheTTL,
 		DenyCacheTTL:              denyCacheTTL,
 		WebhookRetryBackoff:       reviewBackoff(),
@@ -72,34 +144,175 @@ func (s Secure) Handler(h http.Handler, role string) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the metrics endpoint's authorizer: %w", err)
 	}
-	return guard(authn, authz, h, role), nil
+	registerOnce.Do(func() { legacyregistry.MustRegister(reviewsThrottledTotal) })
+	return guard(authn, authz, newGate(maxInFlightReviews), h, role), nil
 }
 
-// guard admits only requests authn authenticates and authz allows.
-func guard(authn authenticator.Request, authz authorizer.Authorizer, h http.Handler, role string) http.Handler {
+// guard admits only requests authn authenticates and authz allows. A
+// request whose bearer token was admitted recently goes straight to them;
+// any other waits for a place in g, or is refused with 429 if there is none.
+func guard(authn authenticator.Request, authz authorizer.Authorizer, g *gate, h http.Handler, role string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Nothing here reads a body, and the listener sets no ReadTimeout
+		// (for the profiles' sake): a body sent slowly must not hold the
+		// connection for ever. (A recorder in tests cannot set one.)
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(requestReadTimeout))
 		logger := klog.FromContext(r.Context())
-		res, ok, err := authn.AuthenticateRequest(r)
+		token := bearerToken(r)
+		ar := r
+		if !g.admitted(token) {
+			if !g.enter() {
+				reviewsThrottledTotal.Inc()
+				w.Header().Set("Retry-After", retryAfterSeconds)
+				http.Error(w, "Too many requests awaiting review of their credentials; retry later", http.StatusTooManyRequests)
+				return
+			}
+			defer g.leave()
+			// A review is shared by the requests with the same token and
+			// outlives a caller that hangs up; waiting for it to end,
+			// whatever the caller does, keeps the place taken until then,
+			// so callers that hang up at once cannot start reviews beyond
+			// the bound.
+			ar = r.WithContext(context.WithoutCancel(r.Context()))
+		}
+		res, ok, err := authn.AuthenticateRequest(ar)
 		if err != nil || !ok {
-			if err != nil {
+			g.forget(token)
+			if reviewFailed(err) {
 				// The API server could not review the credentials (the
 				// controller may not create TokenReviews, or it is
 				// unreachable): an operator must hear of it.
 				logger.Error(err, "Could not authenticate a request; the controller needs create on tokenreviews and subjectaccessreviews (artifacts/rbac.yaml)", "path", r.URL.Path, "remote", r.RemoteAddr)
+			} else {
+				// The API server refused the credentials: anyone can send
+				// a made-up token, so this is no news for the operator.
+				logger.V(4).Info("Refused a request the API server did not authenticate", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 			}
 			http.Error(w, "Unauthorized: send a bearer token the API server accepts (TokenReview)", http.StatusUnauthorized)
 			return
 		}
 		attrs := authorizer.AttributesRecord{User: res.User, Verb: strings.ToLower(r.Method), Path: r.URL.Path}
-		decision, reason, err := authz.Authorize(r.Context(), attrs)
+		decision, reason, err := authz.Authorize(ar.Context(), attrs)
 		if decision != authorizer.DecisionAllow {
+			g.forget(token)
 			logger.V(2).Info("Refused an unauthorized request", "path", r.URL.Path, "user", res.User.GetName(), "reason", reason, "err", err)
 			http.Error(w, fmt.Sprintf("Forbidden: user %q may not %s %s; bind the ClusterRole %s to it",
 				res.User.GetName(), attrs.Verb, r.URL.Path, role), http.StatusForbidden)
 			return
 		}
+		g.admit(token)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// reviewFailed says whether err is a review that failed (refused, timed
+// out, the API server unreachable), rather than the API server's answer
+// that the credentials are not valid: that answer comes as a plain error
+// made from its message, or as none.
+func reviewFailed(err error) bool {
+	if err == nil {
+		return false
+	}
+	var agg utilerrors.Aggregate
+	if errors.As(err, &agg) {
+		return slices.ContainsFunc(agg.Errors(), reviewFailed)
+	}
+	var status apierrors.APIStatus
+	var transport *url.Error
+	return errors.As(err, &status) || errors.As(err, &transport) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// bearerToken returns the request's bearer token as the authenticator
+// reads it, or "".
+func bearerToken(r *http.Request) string {
+	parts := strings.SplitN(strings.TrimSpace(r.Header.Get("Authorization")), " ", 3)
+	if len(parts) < 2 || !strings.EqualFold(parts[0], "bearer") {
+		return ""
+	}
+	return parts[1]
+}
+
+// gate bounds the requests under review, and remembers the tokens that
+// were admitted so that their requests need no place in it: under a flood,
+// places are scarce, and a scraper that was served before must not have to
+// win one each time.
+type gate struct {
+	places chan struct{}
+	now    func() time.Time
+
+	mu sync.Mutex
+	// known holds when each admitted token (by its SHA-256: the tokens
+	// themselves are not kept) stops skipping the bound.
+	known map[[sha256.Size]byte]time.Time
+}
+
+func newGate(places int) *gate {
+	return &gate{places: make(chan struct{}, places), now: time.Now, known: map[[sha256.Size]byte]time.Time{}}
+}
+
+// enter takes a place, without waiting; false: there is none.
+func (g *gate) enter() bool {
+	select {
+	case g.places <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// leave gives back the place enter took.
+func (g *gate) leave() { <-g.places }
+
+// admitted says whether token was admitted within admittedTTL.
+func (g *gate) admitted(token string) bool {
+	if token == "" {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	until, ok := g.known[sha256.Sum256([]byte(token))]
+	return ok && g.now().Before(until)
+}
+
+// admit remembers token as admitted now. When maxAdmitted are remembered,
+// the expired ones are dropped, then if need be the one admitted longest
+// ago.
+func (g *gate) admit(token string) {
+	if token == "" {
+		return
+	}
+	key := sha256.Sum256([]byte(token))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if _, ok := g.known[key]; !ok && len(g.known) >= maxAdmitted {
+		var oldest [sha256.Size]byte
+		var oldestUntil time.Time
+		for k, until := range g.known {
+			if !now.Before(until) {
+				delete(g.known, k)
+				continue
+			}
+			if oldestUntil.IsZero() || until.Before(oldestUntil) {
+				oldest, oldestUntil = k, until
+			}
+		}
+		if len(g.known) >= maxAdmitted {
+			delete(g.known, oldest)
+		}
+	}
+	g.known[key] = now.Add(admittedTTL)
+}
+
+// forget drops token from the admitted ones: it was refused.
+func (g *gate) forget(token string) {
+	if token == "" {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.known, sha256.Sum256([]byte(token)))
 }
 
 // TLSConfig returns the serving configuration: the certificate files,

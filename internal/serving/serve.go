@@ -29,7 +29,7 @@ func Serve(ctx context.Context, what, flagName, addr string, handler http.Handle
 	if tlsConfig != nil {
 		l, scheme = tls.NewListener(l, tlsConfig), "https"
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	srv := newServer(handler)
 	klog.FromContext(ctx).Info("Serving "+what, "address", l.Addr().String(), "scheme", scheme)
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -43,6 +43,35 @@ func Serve(ctx context.Context, what, flagName, addr string, handler http.Handle
 		_ = srv.Shutdown(shutdownCtx)
 	}()
 	return nil
+}
+
+// The listeners' limits on what a connection may hold. The metrics port is
+// open to anyone the NetworkPolicy lets in, credentials or not: a caller
+// that trickles its headers, or opens connections and leaves them idle,
+// must not hold them, nor their goroutines, for ever.
+const (
+	// readHeaderTimeout is how long a request's headers may take to come.
+	readHeaderTimeout = 5 * time.Second
+	// idleTimeout is how long a kept-alive connection may wait for its
+	// next request: longer than Prometheus's usual 30 s between scrapes, so
+	// a scraper keeps its connection (and skips a TLS handshake).
+	idleTimeout = 90 * time.Second
+	// maxHeaderBytes bounds a request's headers: a bearer token is a few
+	// kilobytes at most.
+	maxHeaderBytes = 64 << 10
+)
+
+// newServer returns the server of a listener. It sets no ReadTimeout or
+// WriteTimeout: no handler reads a body, and a CPU profile or trace is
+// written for as long as asked (30 s by default), which either would cut
+// short.
+func newServer(handler http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
 }
 
 // MetricsHandler serves Prometheus text at /metrics: every metric

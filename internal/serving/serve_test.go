@@ -83,3 +83,52 @@ func TestHandlers(t *testing.T) {
 		t.Errorf("probes: /debug/pprof/ = %d, want 404: profiles are only on their own listener", code)
 	}
 }
+
+// TestServerLimitsConnections checks the limits every listener sets, so a
+// caller on the metrics port cannot hold connections by trickling its
+// headers, by leaving them idle, or with huge headers; and that no
+// ReadTimeout or WriteTimeout cuts a long profile short.
+func TestServerLimitsConnections(t *testing.T) {
+	srv := newServer(http.NotFoundHandler())
+	if srv.ReadHeaderTimeout <= 0 || srv.ReadHeaderTimeout > 10*time.Second {
+		t.Errorf("ReadHeaderTimeout %v, want a few seconds", srv.ReadHeaderTimeout)
+	}
+	if srv.IdleTimeout <= 30*time.Second || srv.IdleTimeout > 5*time.Minute {
+		t.Errorf("IdleTimeout %v, want longer than a scrape interval and a few minutes at most", srv.IdleTimeout)
+	}
+	if srv.MaxHeaderBytes < 16<<10 || srv.MaxHeaderBytes >= http.DefaultMaxHeaderBytes {
+		t.Errorf("MaxHeaderBytes %d, want room for a token and below the default %d", srv.MaxHeaderBytes, http.DefaultMaxHeaderBytes)
+	}
+	if srv.ReadTimeout != 0 || srv.WriteTimeout != 0 {
+		t.Errorf("ReadTimeout %v, WriteTimeout %v: a 30 s CPU profile would be cut short", srv.ReadTimeout, srv.WriteTimeout)
+	}
+
+	// Headers beyond the bound are refused before any handler runs.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(l) }()
+	defer func() {
+		// Wait for the connection to close, so no goroutine outlives the test.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-served
+	}()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+l.Addr().String()+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.Repeat("x", 2*maxHeaderBytes))
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("headers of %d bytes: %d, want 431", 2*maxHeaderBytes, resp.StatusCode)
+	}
+}
