@@ -51,7 +51,7 @@ func registerMetrics(c *Controller) {
 		legacyregistry.RawMustRegister(
 			metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Name: "admission_policy_bound",
-				Help: "1 when the admission policies (artifacts/policy.yaml) and their bindings are in force, as last read (every 30 s); 0 when one is missing or does not deny, " +
+				Help: "1 when the admission policies (artifacts/policy.yaml) and their bindings are in force, as the controller watches them; 0 when one is missing or does not deny, " +
 					"or the controller may not read them: then anyone with RBAC to write PodToIps or IPHistories can change the answers.",
 				StabilityLevel: metrics.ALPHA,
 			}, func() float64 {

@@ -81,7 +81,10 @@ func TestKubectlPtpCheck(t *testing.T) {
 		return out, errOut, code
 	}
 
-	out, _, _ := check("installed", func(out, _ string, code int) bool { return passes(out, code) })
+	// The leader's first proof of the history's coverage makes history/all.
+	out, _, _ := check("installed", func(out, _ string, code int) bool {
+		return passes(out, code) && strings.Contains(out, "ok    history/all ")
+	})
 	for _, want := range []string{
 		"ok    forged-create", "is refused by the policy podtoip-controller (dry run, nothing written)",
 		"ok    forged-edit", "changing the podAddress of PodToIp " + ns + "/checked-0",

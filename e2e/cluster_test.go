@@ -753,8 +753,9 @@ func TestClusterHistoryMatchesPodLifecycles(t *testing.T) {
 	kc(t, c, "-n", ns, "create", "deployment", "web", "--image="+framework.PauseImage, "--replicas=8")
 	rollout(t, c, ns, "deployment/web")
 	// Scaled down and up until a new pod got a removed pod's address: kwok
-	// frees an address once it has seen its pod go, which under load can
-	// come after the next pods were given theirs.
+	// frees an address once it has seen its pod go, which under load (after
+	// the other cluster tests) can come after the next pods were given
+	// theirs, several rounds running.
 	for round := 1; ; round++ {
 		before := map[string]bool{}
 		for _, pod := range podsOf(t, c, ns, "app=web") {
@@ -784,8 +785,8 @@ func TestClusterHistoryMatchesPodLifecycles(t *testing.T) {
 		if reused {
 			break
 		}
-		if round == 3 {
-			t.Fatal("in three rounds of scaling down and up, no new pod got a removed pod's address: the test cannot exercise address reuse")
+		if round == 6 {
+			t.Fatal("in six rounds of scaling down and up, no new pod got a removed pod's address: the test cannot exercise address reuse")
 		}
 	}
 	kcApply(t, c, fmt.Sprintf(`apiVersion: batch/v1

@@ -118,9 +118,10 @@ func TestDeployManifests(t *testing.T) {
 			// token and permission.
 			{[]string{"create"}, "tokenreviews.authentication.k8s.io", "", nil},
 			{[]string{"create"}, "subjectaccessreviews.authorization.k8s.io", "", nil},
-			// Whether its admission policies are in force: a get of each by name.
-			{[]string{"get"}, "validatingadmissionpolicies.admissionregistration.k8s.io", "", policyNames},
-			{[]string{"get"}, "validatingadmissionpolicybindings.admissionregistration.k8s.io", "", policyNames},
+			// Whether its admission policies are in force: a watch of each
+			// by name (a metadata.name field selector).
+			{[]string{"list", "watch"}, "validatingadmissionpolicies.admissionregistration.k8s.io", "", policyNames},
+			{[]string{"list", "watch"}, "validatingadmissionpolicybindings.admissionregistration.k8s.io", "", policyNames},
 		}
 		want := func(verb, resource, ns, name string) bool {
 			for _, g := range allowed {

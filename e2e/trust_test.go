@@ -299,8 +299,14 @@ func TestTrustPlantedManagedFieldsBlameNobody(t *testing.T) {
 	framework.WaitReady(t, p)
 	suite.RunningPod(t, ns, "web-0", []string{"10.244.76.1"})
 	suite.WaitMirrorIPs(t, ns, "web-0", "10.244.76.1")
-	if v := framework.Metric(t, framework.Scrape(t, p), "podtoip_admission_policy_bound"); v != 1 {
-		t.Errorf("podtoip_admission_policy_bound = %v with the shipped policy applied, want 1", v)
+	// RBAC just applied may take a moment to reach the authorizer's cache;
+	// the controller's watch of the policies retries until it does.
+	var bound float64
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		bound = framework.Metric(t, framework.Scrape(t, p), "podtoip_admission_policy_bound")
+		return bound == 1, nil
+	}); err != nil {
+		t.Errorf("podtoip_admission_policy_bound = %v with the shipped policy applied, want 1", bound)
 	}
 
 	plant := `{"metadata":{"annotations":{"note":"x"},"managedFields":[{"manager":"mallory","operation":"Update","apiVersion":"example.com/v1",` +

@@ -10,8 +10,11 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -20,46 +23,83 @@ import (
 // mirrors' answers, the other from writing the history.
 var policyNames = []string{"podtoip-controller", "podtoip-controller-history"}
 
-// PolicyPeriod is how often Policy reads the policies again.
-const PolicyPeriod = 30 * time.Second
-
 // Policy follows whether the admission policies are in force: each policy
 // and its binding exist, and the binding denies what the policy refuses.
 // Nothing else shows it: without them every write is admitted and nothing
-// fails. It reads the four objects by name (a get each, no watch), so the
-// RBAC it needs names them; a refused read counts as not in force, since
-// it proves nothing.
+// fails. It watches the four objects by name (a list and watch each, with
+// a metadata.name field selector, which RBAC's resourceNames can limit),
+// so it knows at once when one is deleted, and an absent policy costs no
+// request at all once watched. Until its watches have synced, or when it
+// may not read them, it counts the policies as not in force, since that
+// proves nothing.
 type Policy struct {
-	kube  kubernetes.Interface
-	bound atomic.Bool
+	sources []policySource
+	bound   atomic.Bool
 
-	mu  sync.Mutex
-	was string // the last reason logged; "" for in force
+	mu     sync.Mutex
+	was    string // the last reason logged; "" for in force
+	logger klog.Logger
 }
 
-// NewPolicy returns a Policy that has not checked yet: not in force.
+// policySource is the cache of one policy and its binding, both named name.
+type policySource struct {
+	name     string
+	factory  informers.SharedInformerFactory
+	policies admissionlisters.ValidatingAdmissionPolicyLister
+	bindings admissionlisters.ValidatingAdmissionPolicyBindingLister
+	synced   []cache.InformerSynced
+}
+
+// policySyncWait bounds how long Start waits for the first read, so that
+// the first reconciles know; past it they count the policies as not in
+// force until the caches fill.
+const policySyncWait = 10 * time.Second
+
+// NewPolicy returns a Policy over kube's admission policies; Start runs it.
 func NewPolicy(kube kubernetes.Interface) *Policy {
-	return &Policy{kube: kube, was: "unchecked"}
+	p := &Policy{was: "unchecked", logger: klog.Background()}
+	for _, name := range policyNames {
+		f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}))
+		api := f.Admissionregistration().V1()
+		src := policySource{name: name, factory: f,
+			policies: api.ValidatingAdmissionPolicies().Lister(), bindings: api.ValidatingAdmissionPolicyBindings().Lister()}
+		for _, inf := range []cache.SharedIndexInformer{api.ValidatingAdmissionPolicies().Informer(), api.ValidatingAdmissionPolicyBindings().Informer()} {
+			_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc: func(any) { p.check() }, UpdateFunc: func(any, any) { p.check() }, DeleteFunc: func(any) { p.check() },
+			})
+			src.synced = append(src.synced, inf.HasSynced)
+		}
+		p.sources = append(p.sources, src)
+	}
+	return p
 }
 
-// Bound reports whether the policies were in force at the last check.
+// Bound reports whether the policies are in force, as last seen.
 func (p *Policy) Bound() bool { return p.bound.Load() }
 
-// Start checks once, so that the first reconciles know, then every
-// PolicyPeriod until ctx ends.
+// Start watches the policies until ctx ends, and waits (at most
+// policySyncWait) for the first read.
 func (p *Policy) Start(ctx context.Context) {
-	p.Check(ctx)
-	go func() {
-		_ = wait.PollUntilContextCancel(ctx, PolicyPeriod, false, func(ctx context.Context) (bool, error) {
-			p.Check(ctx)
-			return false, nil
-		})
-	}()
+	p.mu.Lock()
+	p.logger = klog.FromContext(ctx)
+	p.mu.Unlock()
+	var synced []cache.InformerSynced
+	for _, src := range p.sources {
+		src.factory.Start(ctx.Done())
+		synced = append(synced, src.synced...)
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, policySyncWait)
+	defer cancel()
+	cache.WaitForCacheSync(syncCtx.Done(), synced...)
+	p.check()
 }
 
-// Check reads the policies once, and logs when the answer changes.
-func (p *Policy) Check(ctx context.Context) {
-	why := p.missing(ctx)
+// check reads the policies from the caches, and logs when the answer
+// changes.
+func (p *Policy) check() {
+	why := p.missing()
 	p.bound.Store(why == "")
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -67,27 +107,30 @@ func (p *Policy) Check(ctx context.Context) {
 		return
 	}
 	p.was = why
-	logger := klog.FromContext(ctx)
 	if why == "" {
-		logger.Info("The admission policies are in force: only this controller can write PodToIps and the history", "policies", policyNames)
+		p.logger.Info("The admission policies are in force: only this controller can write PodToIps and the history", "policies", policyNames)
 		return
 	}
-	logger.Error(nil, "The admission policies are not in force: anyone with RBAC to write PodToIps or IPHistories can change the answers; "+
-		"install them with 'kubectl apply -f artifacts/policy.yaml'", "reason", why)
+	p.logger.Error(nil, "The admission policies are not in force: anyone with RBAC to write PodToIps or IPHistories can change the answers; "+
+		"install them with 'kubectl apply -k artifacts/'", "reason", why)
 }
 
 // missing says why the policies are not in force, or "".
-func (p *Policy) missing(ctx context.Context) string {
-	api := p.kube.AdmissionregistrationV1()
-	for _, name := range policyNames {
-		if _, err := api.ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return fmt.Sprintf("reading ValidatingAdmissionPolicy %s: %v", name, err)
+func (p *Policy) missing() string {
+	for _, src := range p.sources {
+		for _, synced := range src.synced {
+			if !synced() {
+				return fmt.Sprintf("the policy and binding %s are not read yet (the controller needs list and watch on them by name)", src.name)
+			}
 		}
-		b, err := api.ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
+		if _, err := src.policies.Get(src.name); err != nil {
+			return fmt.Sprintf("ValidatingAdmissionPolicy %s: %v", src.name, err)
+		}
+		b, err := src.bindings.Get(src.name)
 		if err != nil {
-			return fmt.Sprintf("reading ValidatingAdmissionPolicyBinding %s: %v", name, err)
+			return fmt.Sprintf("ValidatingAdmissionPolicyBinding %s: %v", src.name, err)
 		}
-		if why := bindingProblem(b, name); why != "" {
+		if why := bindingProblem(b, src.name); why != "" {
 			return why
 		}
 	}

@@ -1,11 +1,14 @@
 package access
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -57,12 +60,46 @@ func TestPolicyBound(t *testing.T) {
 			}
 			p := NewPolicy(fake.NewClientset(objs...))
 			if p.Bound() {
-				t.Fatal("bound before any check")
+				t.Fatal("bound before the policies were read")
 			}
-			p.Check(t.Context())
+			p.Start(t.Context())
 			if p.Bound() != tc.bound {
-				t.Errorf("Bound() = %v, want %v (%s)", p.Bound(), tc.bound, p.missing(t.Context()))
+				t.Errorf("Bound() = %v, want %v (%s)", p.Bound(), tc.bound, p.missing())
 			}
 		})
+	}
+}
+
+// TestPolicyFollowsChanges checks that a deleted binding, and one put back,
+// are noticed from the watch, with no read of their own.
+func TestPolicyFollowsChanges(t *testing.T) {
+	kube := fake.NewClientset(shippedPolicies()...)
+	p := NewPolicy(kube)
+	p.Start(t.Context())
+	if !p.Bound() {
+		t.Fatalf("not bound as shipped: %s", p.missing())
+	}
+	bindings := kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	b, err := bindings.Get(t.Context(), "podtoip-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bindings.Delete(t.Context(), b.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(t, p, false)
+	b.ResourceVersion = ""
+	if _, err := bindings.Create(t.Context(), b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(t, p, true)
+}
+
+func waitBound(t *testing.T, p *Policy, want bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return p.Bound() == want, nil
+	}); err != nil {
+		t.Fatalf("Bound() stayed %v: %s", !want, p.missing())
 	}
 }
