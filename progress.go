@@ -92,41 +92,89 @@ func (p *watchProgress) wrap(lw *cache.ListWatch) *cache.ListWatch {
 				return w, err
 			}
 			var pending uint64
-			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			return newRelay(w, watchTimeout, func(e watch.Event) (ended bool) {
 				p.mu.Lock()
 				defer p.mu.Unlock()
 				m, err := meta.Accessor(e.Object)
 				if err != nil {
-					return e, true // an error event: the reflector handles it
+					return false // an error event: the reflector handles it
 				}
 				switch e.Type {
 				case watch.Added, watch.Modified, watch.Deleted:
 					if initial {
 						pending++
-						return e, true
+						return false
 					}
 					p.delivered++
 				case watch.Bookmark:
 					if initial && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 						p.delivered, pending, initial = p.delivered+pending, 0, false
 						p.epoch, p.listedAt = p.epoch+1, p.clock()
-						// The stream goes on as a watch of the server's
-						// usual length, with a bookmark once a minute; end
-						// it as a short watch ends, and the reflector goes
-						// on with a short one from where it stopped.
-						time.AfterFunc(watchTimeout, w.Stop)
+						ended = true
 					} else if initial {
-						return e, true
+						return false
 					}
 				default:
-					return e, true
+					return false
 				}
 				p.advance(m.GetResourceVersion())
-				return e, true
+				return ended
 			}), nil
 		},
 	}
 }
+
+// relay passes a pod watch's events through see, and ends its stream
+// after (watchTimeout) once see reports the end of a watch list's initial
+// events: the stream would go on for the server's usual watch length,
+// with a bookmark once a minute, where every later pod watch is short.
+// It ends the stream as the server ends a watch that timed out, by closing
+// it, so the reflector goes on with a new watch from where it stopped;
+// stopping the source watch instead could hand the reflector the error of
+// a read cut short, and it would list everything again.
+type relay struct {
+	src    watch.Interface
+	after  time.Duration
+	result chan watch.Event
+	done   chan struct{}
+	once   sync.Once
+}
+
+func newRelay(src watch.Interface, after time.Duration, see func(watch.Event) (ended bool)) *relay {
+	r := &relay{src: src, after: after, result: make(chan watch.Event), done: make(chan struct{})}
+	go r.run(see)
+	return r
+}
+
+func (r *relay) run(see func(watch.Event) (ended bool)) {
+	defer close(r.result)
+	defer r.src.Stop()
+	var end <-chan time.Time
+	for {
+		select {
+		case e, ok := <-r.src.ResultChan():
+			if !ok {
+				return
+			}
+			if see(e) {
+				end = time.After(r.after)
+			}
+			select {
+			case r.result <- e:
+			case <-r.done:
+				return
+			}
+		case <-end:
+			return
+		case <-r.done:
+			return
+		}
+	}
+}
+
+func (r *relay) Stop() { r.once.Do(func() { close(r.done) }) }
+
+func (r *relay) ResultChan() <-chan watch.Event { return r.result }
 
 // watchTimeout is how long each pod watch after the initial list lasts:
 // its bookmark comes two seconds before it ends (see wrap).

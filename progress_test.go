@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -99,5 +100,42 @@ func TestWatchProgressCountsWhatReachesTheStore(t *testing.T) {
 	p.handled.Store(8)
 	if !p.caughtUp(context.Background(), "25", time.Millisecond) {
 		t.Error("not caught up with everything handled")
+	}
+}
+
+// TestRelayEndsTheStreamCleanly checks that a watch list's stream is
+// ended a while after its initial events by closing it, with no error
+// event for the reflector (which would make it list everything again), and
+// that the events before pass through in order.
+func TestRelayEndsTheStreamCleanly(t *testing.T) {
+	src := watch.NewFake()
+	r := newRelay(src, 20*time.Millisecond, func(e watch.Event) bool { return e.Type == watch.Bookmark })
+	go func() {
+		src.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}})
+		src.Action(watch.Bookmark, &corev1.Pod{})
+		src.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b"}})
+	}()
+	var got []watch.EventType
+	for e := range r.ResultChan() {
+		got = append(got, e.Type)
+	}
+	if want := []watch.EventType{watch.Added, watch.Bookmark, watch.Added}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v and then the end", got, want)
+	}
+	if !src.IsStopped() {
+		t.Error("the source watch was not stopped")
+	}
+	r.Stop() // after the end: harmless
+}
+
+// TestRelayStops checks that Stop ends the stream before any end was seen.
+func TestRelayStops(t *testing.T) {
+	src := watch.NewFake()
+	r := newRelay(src, time.Hour, func(watch.Event) bool { return false })
+	r.Stop()
+	for range r.ResultChan() {
+	}
+	if !src.IsStopped() {
+		t.Error("the source watch was not stopped")
 	}
 }
