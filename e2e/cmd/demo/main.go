@@ -198,6 +198,11 @@ func run() (err error) {
 	// within a second both answer for it: the scale-down starts in the
 	// second after the one asked about, so that only the pods of before
 	// held the address then. (A wait for the clock, not for a condition.)
+	// The history vouches only from the leader's first proof on: ask about
+	// a time after it, once it covers the present.
+	if err := waitCovered(ctx, cl, time.Now().UTC().Truncate(time.Second)); err != nil {
+		return err
+	}
 	before := time.Now().UTC().Truncate(time.Second)
 	time.Sleep(time.Until(before.Add(time.Second)))
 	step(fmt.Sprintf("Scaling %s to 2 replicas: kubectl -n %s scale deployment %s --replicas=2", demoApp, demoNamespace, demoApp))
