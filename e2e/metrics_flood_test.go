@@ -26,20 +26,7 @@ func metricsReaderToken(t *testing.T, ns, url string) string {
 	if out, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(dir, "namespace.yaml"), "-f", filepath.Join(dir, "rbac.yaml")); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if _, err := cp.Kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scraper"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "scraper-" + ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "podtoip-controller-metrics-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "scraper"}},
-	}
-	if _, err := cp.Kube.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cp.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
-	})
+	bindMetricsReader(t, ns, "scraper")
 	token := saToken(t, cp, ns, "scraper")
 	var code int
 	var body string
@@ -162,4 +149,24 @@ func waitManagedMirrors(t *testing.T, ns string, want int, within time.Duration)
 		return have >= want, nil
 	})
 	return have
+}
+
+// bindMetricsReader creates the ServiceAccount ns/name and binds the
+// shipped metrics reader role to it, until the test ends.
+func bindMetricsReader(t *testing.T, ns, name string) {
+	t.Helper()
+	if _, err := cp.Kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "podtoip-controller-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+	}
+	if _, err := cp.Kube.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cp.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
 }

@@ -340,22 +340,10 @@ func TestTrustMetricsRequireAuthorization(t *testing.T) {
 	if out, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(cp.Root, "artifacts", "rbac.yaml")); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, sa := range []string{"scraper", "stranger"} {
-		if _, err := cp.Kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "scraper-" + ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "podtoip-controller-metrics-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "scraper"}},
-	}
-	if _, err := cp.Kube.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+	bindMetricsReader(t, ns, "scraper")
+	if _, err := cp.Kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "stranger"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cp.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
-	})
 
 	p := suite.StartController(t, "--namespace", ns, "--metrics-secure=true")
 	framework.WaitReady(t, p)
