@@ -198,9 +198,10 @@ func run() (err error) {
 	// within a second both answer for it: the scale-down starts in the
 	// second after the one asked about, so that only the pods of before
 	// held the address then. (A wait for the clock, not for a condition.)
-	// The history vouches only from the leader's first proof on: ask about
-	// a time after it, once it covers the present.
-	if err := waitCovered(ctx, cl, time.Now().UTC().Truncate(time.Second)); err != nil {
+	// The history vouches only from the leader's start on (rounded up to
+	// the second): ask about a time after it, once its coverage has
+	// reached the present.
+	if err := waitCoverage(ctx, cl, time.Now().UTC().Truncate(time.Second), reaches); err != nil {
 		return err
 	}
 	before := time.Now().UTC().Truncate(time.Second)
@@ -231,7 +232,7 @@ func run() (err error) {
 	if err != nil {
 		return err
 	}
-	if err := waitCovered(ctx, cl, before); err != nil {
+	if err := waitCoverage(ctx, cl, before, includes); err != nil {
 		return err
 	}
 	at := before.Format(time.RFC3339)
@@ -484,11 +485,10 @@ var ptpGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Re
 // coverageGVR is the history's coverage: how far it can vouch.
 var coverageGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "iphistorycoverages"}
 
-// waitCovered waits until the history vouches for t (one of its coverage's
-// intervals includes it), for at most a minute: a question about t is then
-// answered as evidence, not as "the history cannot vouch for that time".
-// The controller proves its history every few seconds.
-func waitCovered(ctx context.Context, cl *controlplane.Cluster, t time.Time) error {
+// waitCoverage waits, for at most a minute, until one of the intervals of
+// the history's coverage satisfies ok for t. The controller proves its
+// history every few seconds.
+func waitCoverage(ctx context.Context, cl *controlplane.Cluster, t time.Time, ok func(t, from, to time.Time) bool) error {
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		c, err := cl.Dynamic.Resource(coverageGVR).Get(ctx, "all", metav1.GetOptions{})
 		if err != nil {
@@ -499,7 +499,7 @@ func waitCovered(ctx context.Context, cl *controlplane.Cluster, t time.Time) err
 			m, _ := iv.(map[string]any)
 			from, err1 := time.Parse(time.RFC3339, fmt.Sprint(m["from"]))
 			to, err2 := time.Parse(time.RFC3339, fmt.Sprint(m["to"]))
-			if err1 == nil && err2 == nil && !t.Before(from) && !t.After(to) {
+			if err1 == nil && err2 == nil && ok(t, from, to) {
 				return true, nil
 			}
 		}
@@ -507,10 +507,19 @@ func waitCovered(ctx context.Context, cl *controlplane.Cluster, t time.Time) err
 	})
 	if err != nil {
 		// The answer then says that the history cannot vouch for t.
-		fmt.Fprintf(os.Stderr, "note: the history's coverage does not include %s after a minute\n", t.Format(time.RFC3339))
+		fmt.Fprintf(os.Stderr, "note: the history's coverage does not reach %s after a minute\n", t.Format(time.RFC3339))
 	}
 	return nil
 }
+
+// includes: the history vouches for t, so a question about t is answered
+// as evidence, not as "the history cannot vouch for that time".
+func includes(t, from, to time.Time) bool { return !t.Before(from) && !t.After(to) }
+
+// reaches: the history has proven everything up to t. Its interval may
+// start after t (a leader that started within t's second begins at the
+// next one), but every time from then on will be included as it goes on.
+func reaches(t, _, to time.Time) bool { return !t.After(to) }
 
 // showPlugin runs the kubectl plugin as a user would, kubectl ptp with
 // bin/ on PATH, and shows what it says.
