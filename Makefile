@@ -108,7 +108,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (5000 inputs); a crasher is writ
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; f=$${t##*:}; \
 		echo ">> $$pkg $$f ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -parallel 1 $$pkg ; \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg ; \
 	done
 
 # Mutation testing of the pure logic, kept out of `make test` because it
@@ -138,7 +138,7 @@ test-mutation: ## Mutation-test the packages with pure logic with gremlins v0.6.
 	done
 
 .PHONY: test-e2e
-test-e2e: build controlplane ## Run the end-to-end suite: real kube-apiserver + etcd, the real binary, kubectl (two processes at once, see hack/e2e.sh; with E2E_FLAGS, one `go test`).
+test-e2e: build controlplane ## Run the end-to-end suite: real kube-apiserver + etcd, the real binary, kubectl (three processes at once, see hack/e2e.sh; with E2E_FLAGS, one `go test`).
 ifeq ($(strip $(E2E_FLAGS)),)
 	GO=$(GO) hack/e2e.sh
 else

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Runs the end-to-end suite as two test processes at once, each with its own
-# kube-apiserver and etcd (and simulated cluster, if its tests use one).
+# Runs the end-to-end suite as three test processes at once, each with its
+# own kube-apiserver and etcd (and simulated cluster, if its tests use one).
 #
 # Most of the suite's time is spent waiting: for a controller to stay idle,
 # a lease to expire, a fault to heal. Tests within one process run one after
-# another, because they count the requests their API server receives; two
-# processes with two API servers halve the wall time on two cores without
-# weakening that. The fault and readiness scenarios (fault_*_test.go,
-# readiness_test.go) make one shard, the rest (the simulated cluster, the
-# demo, conflicts, addresses, the command line and startup) the other; they
-# take about the same time.
+# another, because they count the requests their API server receives; three
+# processes with three API servers cut the wall time on two cores without
+# weakening that. A test's shard follows from its name:
+#   faults:  the fault and readiness scenarios (fault_*_test.go, readiness_test.go)
+#   history: the demo (its own simulated cluster) and the history's tests,
+#            the randomized truth test among them
+#   rest:    everything else (the simulated cluster, conflicts, addresses,
+#            the command line, startup, the plugin)
+# They take about the same time.
 #
-# Usage: hack/e2e.sh [go test flags for both shards, e.g. -v]
+# Usage: hack/e2e.sh [go test flags for every shard, e.g. -test.v]
 set -euo pipefail
 cd "$(dirname "$0")/../e2e"
 GO=${GO:-go}
@@ -38,16 +41,20 @@ shard() {
 }
 
 FAULTS='^Test(Fault|Readiness)'
+HISTORY='^Test(Demo|History)'
 start=$SECONDS
 shard faults -test.run "$FAULTS" "$@" &
 a=$!
-shard rest -test.skip "$FAULTS" "$@" &
+shard history -test.run "$HISTORY" "$@" &
 b=$!
+shard rest -test.skip "$FAULTS|$HISTORY" "$@" &
+c=$!
 rc=0
 wait "$a" || rc=1
 wait "$b" || rc=1
+wait "$c" || rc=1
 if [ "$rc" -ne 0 ]; then
-	echo "FAIL: end-to-end suite ($((SECONDS - start)) s); see the [faults] and [rest] lines above, logs in e2e/_artifacts/"
+	echo "FAIL: end-to-end suite ($((SECONDS - start)) s); see the [faults], [history] and [rest] lines above, logs in e2e/_artifacts/"
 	exit 1
 fi
-echo "ok: end-to-end suite, both shards passed ($((SECONDS - start)) s)"
+echo "ok: end-to-end suite, all three shards passed ($((SECONDS - start)) s)"

@@ -144,9 +144,9 @@ func (e *Env) On(cp *controlplane.ControlPlane) *Env {
 
 // ProcessLog is the path in the artifacts of a log this test process
 // writes for a control plane of its own. `make test-e2e` runs the suite as
-// two processes at once (see hack/e2e.sh), each with its own control plane
-// and E2E_SHARD set to its name, which prefixes these files so the two do
-// not overwrite each other.
+// several processes at once (see hack/e2e.sh), each with its own control
+// plane and E2E_SHARD set to its name, which prefixes these files so they
+// do not overwrite each other.
 func (e *Env) ProcessLog(name string) string {
 	if shard := os.Getenv("E2E_SHARD"); shard != "" {
 		name = shard + "-" + name
