@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/slim"
 	"example.com/podtoip-controller/internal/tracker"
 )
@@ -53,7 +54,7 @@ type PodToIpsGetter interface {
 	PodToIps(namespace string) PodToIpInterface
 }
 
-// Informers are what the controller reads. The pod informer must use slimPod
+// Informers are what the controller reads. The pod informer must use podinfo.Slim
 // as its transform and the PodToIp informer slimMirror. Nodes and
 // IPAddresses feed the optional conflict checks (nil: the check does not
 // run); their informers must use conflicts.SlimNode (with the
@@ -89,7 +90,7 @@ type Controller struct {
 	mirrorClient PodToIpsGetter
 	recorder     record.EventRecorder
 
-	pods    cache.Indexer // of *podInfo
+	pods    cache.Indexer // of *podinfo.Pod
 	mirrors cache.Indexer // of *mirrorInfo
 	// nodes (of *conflicts.NodeInfo, indexed by address) and ipAddresses
 	// (of *conflicts.IPAddressInfo, keyed by address) feed the optional
@@ -305,16 +306,16 @@ func (c *Controller) enqueue(key cache.ObjectName) {
 // oldest.
 
 func (c *Controller) onPodAdd(obj any) {
-	pod := obj.(*podInfo)
+	pod := obj.(*podinfo.Pod)
 	is := heldAddresses(pod)
-	affected := c.holders.Move(pod.holder(), nil, is)
+	affected := c.holders.Move(pod.Holder(), nil, is)
 	c.history.moved(nil, pod, nil, is)
-	c.enqueue(pod.key())
-	c.enqueueHoldersOf(pod.key(), affected)
+	c.enqueue(pod.Key())
+	c.enqueueHoldersOf(pod.Key(), affected)
 }
 
 func (c *Controller) onPodUpdate(oldObj, newObj any) {
-	old, cur := oldObj.(*podInfo), newObj.(*podInfo)
+	old, cur := oldObj.(*podinfo.Pod), newObj.(*podinfo.Pod)
 	if old.ResourceVersion == cur.ResourceVersion || !mirrorChanged(old, cur) {
 		return
 	}
@@ -323,29 +324,29 @@ func (c *Controller) onPodUpdate(oldObj, newObj any) {
 	switch {
 	case old.UID != cur.UID:
 		// Another incarnation under the name: another holder, of another age.
-		affected = append(c.holders.Move(old.holder(), was, nil), c.holders.Move(cur.holder(), nil, is)...)
+		affected = append(c.holders.Move(old.Holder(), was, nil), c.holders.Move(cur.Holder(), nil, is)...)
 		c.history.moved(old, cur, was, is)
 	case !slices.Equal(was, is):
-		affected = c.holders.Move(cur.holder(), was, is)
+		affected = c.holders.Move(cur.Holder(), was, is)
 		c.history.moved(old, cur, was, is)
-	case old.holder() != cur.holder():
+	case old.Holder() != cur.Holder():
 		// The same addresses, held by a pod that turned terminating.
-		affected = c.holders.Move(cur.holder(), was, is)
+		affected = c.holders.Move(cur.Holder(), was, is)
 	}
-	if old.UID == cur.UID && !isTerminating(old) && isTerminating(cur) {
+	if old.UID == cur.UID && !old.Terminating() && cur.Terminating() {
 		c.history.terminating(cur, is)
 	}
-	c.enqueue(cur.key())
-	c.enqueueHoldersOf(cur.key(), affected)
+	c.enqueue(cur.Key())
+	c.enqueueHoldersOf(cur.Key(), affected)
 }
 
 func (c *Controller) onPodDelete(obj any) {
-	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
+	if pod, ok := unwrapTombstone(obj).(*podinfo.Pod); ok {
 		was := heldAddresses(pod)
-		affected := c.holders.Move(pod.holder(), was, nil)
+		affected := c.holders.Move(pod.Holder(), was, nil)
 		c.history.moved(pod, nil, was, nil)
-		c.enqueue(pod.key())
-		c.enqueueHoldersOf(pod.key(), affected)
+		c.enqueue(pod.Key())
+		c.enqueueHoldersOf(pod.Key(), affected)
 	}
 }
 

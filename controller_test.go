@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/tracker"
 	"example.com/podtoip-controller/internal/trail"
 
@@ -311,22 +312,22 @@ func TestUpdatePodFiltersIrrelevantChanges(t *testing.T) {
 	f := newFixture(t)
 	old := testPod()
 	same := old.DeepCopy() // resync: same resourceVersion
-	f.c.onPodUpdate(toPodInfo(old), toPodInfo(same))
+	f.c.onPodUpdate(podinfo.Of(old), podinfo.Of(same))
 	labels := old.DeepCopy()
 	labels.ResourceVersion = "11"
 	labels.Labels = map[string]string{"a": "b"}
-	f.c.onPodUpdate(toPodInfo(old), toPodInfo(labels))
+	f.c.onPodUpdate(podinfo.Of(old), podinfo.Of(labels))
 	if f.c.queue.Len() != 0 {
 		t.Fatalf("irrelevant updates were queued: %d", f.c.queue.Len())
 	}
 	ip := old.DeepCopy()
 	ip.ResourceVersion = "12"
 	ip.Status.PodIP = "10.1.1.1"
-	f.c.onPodUpdate(toPodInfo(old), toPodInfo(ip))
+	f.c.onPodUpdate(podinfo.Of(old), podinfo.Of(ip))
 	if f.c.queue.Len() != 1 {
 		t.Fatalf("IP change was not queued")
 	}
-	f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toPodInfo(old)})
+	f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: podinfo.Of(old)})
 	if f.c.queue.Len() != 1 { // same key, deduplicated
 		t.Errorf("queue length = %d, want 1", f.c.queue.Len())
 	}
@@ -350,9 +351,9 @@ func TestDeleteHandlersUnwrapTombstones(t *testing.T) {
 	}
 
 	f := newFixture(t)
-	f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toPodInfo(testPod())})
+	f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: podinfo.Of(testPod())})
 	takeKey(f)
-	f.c.onPodDelete(toPodInfo(testPod()))
+	f.c.onPodDelete(podinfo.Of(testPod()))
 	takeKey(f)
 
 	f = newFixture(t)

@@ -25,6 +25,7 @@ import (
 	"example.com/podtoip-controller/internal/addr"
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/slim"
 )
 
@@ -155,7 +156,7 @@ func newHistorian(hc *HistoryConfig, pods cache.Indexer, holders *conflicts.Hold
 // notes when: those old held (was) and cur no longer holds (is), those cur
 // gained, or all of them when old and cur are two incarnations of the pod
 // (nil: no pod before, or none after).
-func (h *historian) moved(old, cur *podInfo, was, is []string) {
+func (h *historian) moved(old, cur *podinfo.Pod, was, is []string) {
 	if !h.noting() {
 		return
 	}
@@ -287,7 +288,7 @@ func (h *historian) changedAfter(rv string, now time.Time) time.Time {
 // terminating notes that pod began terminating while holding addrs: its
 // holds stay open until it is gone or finished, and then say that they
 // ended between the two.
-func (h *historian) terminating(pod *podInfo, addrs []string) {
+func (h *historian) terminating(pod *podinfo.Pod, addrs []string) {
 	if !h.noting() || len(addrs) == 0 {
 		return
 	}
@@ -325,7 +326,7 @@ const standbyKeep = 2 * time.Minute
 
 // saw records a change of pod's hold on addr and, on the leader, queues
 // addr.
-func (h *historian) saw(addr string, pod *podInfo, set func(*seenAt)) {
+func (h *historian) saw(addr string, pod *podinfo.Pod, set func(*seenAt)) {
 	h.mu.Lock()
 	byPod := h.seen[addr]
 	if byPod == nil {
@@ -534,14 +535,14 @@ func (h *historian) activate() {
 		}
 	}
 	for _, obj := range h.pods.List() {
-		pod := obj.(*podInfo)
+		pod := obj.(*podinfo.Pod)
 		held := heldAddresses(pod)
 		for _, a := range held {
 			if !slices.Contains(open[a], pod.UID) {
 				queue(a)
 			}
 		}
-		if len(held) > 0 && isTerminating(pod) {
+		if len(held) > 0 && pod.Terminating() {
 			// Its termination began before this leader saw: from its
 			// start at the latest, the pod may have let go.
 			h.terminatingSince[pod.UID] = h.since
@@ -557,16 +558,16 @@ func (h *historian) inScope(ns string) bool {
 
 // holds reports whether the cached pod of that UID holds addr now.
 func (h *historian) holds(addr string, uid slim.UID) bool {
-	return slices.ContainsFunc(h.holding(addr), func(p *podInfo) bool { return p.UID == uid })
+	return slices.ContainsFunc(h.holding(addr), func(p *podinfo.Pod) bool { return p.UID == uid })
 }
 
 // holding returns the cached pods that hold addr now.
-func (h *historian) holding(addr string) []*podInfo {
-	var out []*podInfo
+func (h *historian) holding(addr string) []*podinfo.Pod {
+	var out []*podinfo.Pod
 	for _, key := range h.holders.Holders(addr) {
 		obj, ok, _ := h.pods.GetByKey(key.String())
-		if ok && slices.Contains(heldAddresses(obj.(*podInfo)), addr) {
-			out = append(out, obj.(*podInfo))
+		if ok && slices.Contains(heldAddresses(obj.(*podinfo.Pod)), addr) {
+			out = append(out, obj.(*podinfo.Pod))
 		}
 	}
 	return out

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/podinfo"
 )
 
 // TestHistoryRereadsAfterAnInvalidPatch checks a write built on a stale
@@ -90,7 +91,7 @@ func TestHistoryReadsFirstWhenAWriteOutcomeIsUnknown(t *testing.T) {
 // the new holder gets its hold (the closed one freed its place).
 func TestHistoryClosesBeforeItOpens(t *testing.T) {
 	f := newHistoryFixture(t)
-	var first *podInfo
+	var first *podinfo.Pod
 	for i := range history.MaxHolds {
 		p := f.onPodAdd(testPod(func(p *corev1.Pod) {
 			p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid-%d", i))
@@ -158,7 +159,7 @@ func TestHistoryTerminatingPodEndsBetween(t *testing.T) {
 	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 	f.sync("10.244.0.5")
 	f.now = start.Add(time.Minute)
-	term := toPodInfo(testPod(func(p *corev1.Pod) {
+	term := podinfo.Of(testPod(func(p *corev1.Pod) {
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 		p.DeletionTimestamp = &metav1.Time{Time: start.Add(90 * time.Second)}
 	}))
@@ -253,7 +254,7 @@ func TestHistoryChangeSeenLate(t *testing.T) {
 	}
 	// Deleted (version 102) and seen a minute later.
 	f.now = start.Add(time.Minute)
-	gone := toPodInfo(testPod(func(p *corev1.Pod) {
+	gone := podinfo.Of(testPod(func(p *corev1.Pod) {
 		p.ResourceVersion = "102"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 	}))

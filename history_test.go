@@ -19,6 +19,7 @@ import (
 
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/podinfo"
 )
 
 // fakeHistories is an API server of IPHistories for the historian's unit
@@ -182,19 +183,19 @@ func (f *historyFixture) provenUntil(t time.Time) {
 }
 
 // onPodAdd caches pod and indexes its addresses, as the pod handlers do.
-func (f *historyFixture) onPodAdd(pod *corev1.Pod) *podInfo {
-	p := toPodInfo(pod)
+func (f *historyFixture) onPodAdd(pod *corev1.Pod) *podinfo.Pod {
+	p := podinfo.Of(pod)
 	if err := f.h.pods.Add(p); err != nil {
 		f.t.Fatal(err)
 	}
-	f.h.holders.Move(p.holder(), nil, heldAddresses(p))
+	f.h.holders.Move(p.Holder(), nil, heldAddresses(p))
 	f.h.moved(nil, p, nil, heldAddresses(p))
 	return p
 }
 
-func (f *historyFixture) onPodDelete(p *podInfo) {
+func (f *historyFixture) onPodDelete(p *podinfo.Pod) {
 	_ = f.h.pods.Delete(p)
-	f.h.holders.Move(p.holder(), heldAddresses(p), nil)
+	f.h.holders.Move(p.Holder(), heldAddresses(p), nil)
 	f.h.moved(p, nil, heldAddresses(p), nil)
 }
 
@@ -367,8 +368,8 @@ func TestHistoryRetention(t *testing.T) {
 // nothing before the workers run.
 func TestHistoryMovedQueuesChangedAddresses(t *testing.T) {
 	f := newHistoryFixture(t)
-	a := toPodInfo(testPod(func(p *corev1.Pod) { p.UID = "uid-a" }))
-	b := toPodInfo(testPod(func(p *corev1.Pod) { p.UID = "uid-b" }))
+	a := podinfo.Of(testPod(func(p *corev1.Pod) { p.UID = "uid-a" }))
+	b := podinfo.Of(testPod(func(p *corev1.Pod) { p.UID = "uid-b" }))
 	f.h.active.Store(false)
 	f.h.moved(nil, a, nil, []string{"10.0.0.1"})
 	if n := f.h.queue.Len(); n != 0 {
@@ -423,12 +424,12 @@ func TestHistoryRecordsWhenChangesWereSeen(t *testing.T) {
 
 	// A pod that got the address and let go of it between two reconciles
 	// (a Job's pod finishing at once) still has its hold, closed.
-	second = toPodInfo(testPod(func(p *corev1.Pod) { p.Name, p.UID = "next", "uid-2" }))
+	second = podinfo.Of(testPod(func(p *corev1.Pod) { p.Name, p.UID = "next", "uid-2" }))
 	f.onPodDelete(second)
 	f.h.moved(second, nil, heldAddresses(second), nil)
 	briefAt := f.now.Add(time.Minute)
 	f.now = briefAt
-	brief := toPodInfo(testPod(func(p *corev1.Pod) { p.Name, p.UID, p.Spec.NodeName = "job-1", "uid-3", "node-2" }))
+	brief := podinfo.Of(testPod(func(p *corev1.Pod) { p.Name, p.UID, p.Spec.NodeName = "job-1", "uid-3", "node-2" }))
 	f.h.moved(nil, brief, nil, heldAddresses(brief))
 	f.now = briefAt.Add(time.Second)
 	f.h.moved(brief, nil, heldAddresses(brief), nil)

@@ -13,12 +13,13 @@ import (
 
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/kubeclient"
+	"example.com/podtoip-controller/internal/podinfo"
 )
 
 // newPodInformer builds the pod informer. Its cache keys pods by
 // namespace/name only (the controller never lists by namespace, so it needs
 // no namespace index; the pod handlers keep the index by address, see
-// conflicts.HolderIndex) and holds podInfo, not Pods.
+// conflicts.HolderIndex) and holds podinfo.Pod records, not Pods.
 //
 // progress follows what the informer is given, for the history's proof of
 // how far it has seen (see watchProgress); nil leaves it out.
@@ -29,7 +30,7 @@ func newPodInformer(kube kubernetes.Interface, namespace string, progress *watch
 			return pods.List(ctx, opts)
 		},
 		WatchFuncWithContext: pods.Watch,
-	}), &corev1.Pod{}, slimPod, nil)
+	}), &corev1.Pod{}, podinfo.Slim, nil)
 }
 
 // newMirrorInformer builds the PodToIp informer on the hand-written client.
