@@ -17,26 +17,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/kubeclient"
 	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/slim"
 	"example.com/podtoip-controller/internal/tracker"
 )
 
 const (
-	// maxPermanentRetries bounds the attempts at a key whose error repeating
-	// cannot fix (the API server rejected the object itself): the key is
-	// dropped when its 15th attempt fails. Transient errors (server
-	// unavailable, timeouts, throttling, RBAC not yet granted) are retried
-	// with capped backoff for as long as they last: dropping them would leave
-	// a mirror stale until the pod happens to change again.
-	maxPermanentRetries = 15
-	// retryBaseDelay and retryMaxDelay shape the per-pod exponential backoff.
-	retryBaseDelay = 5 * time.Millisecond
-	retryMaxDelay  = 30 * time.Second
-	// syncTimeout bounds one reconcile's API calls, so a worker cannot hang
-	// on a dead connection, even during shutdown.
-	syncTimeout = 30 * time.Second
-
 	// reasonNotManaged is the event reason for a PodToIp that exists under a
 	// pod's name but is not managed by this controller.
 	reasonNotManaged = "PodToIpNotManaged"
@@ -186,7 +173,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		conflicts: conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
 		tracker:   tracker.New(),
 		authors:   newAuthors(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(newRateLimiter(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(kubeclient.NewRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"}),
 	}
 	var progress *watchProgress
@@ -223,12 +210,6 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		c.checks, c.cachesSynced = append(c.checks, k), append(c.cachesSynced, k.Synced)
 	}
 	return c, nil
-}
-
-// newRateLimiter is the per-pod retry backoff: exponential from
-// retryBaseDelay to retryMaxDelay.
-func newRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](retryBaseDelay, retryMaxDelay)
 }
 
 // counted1 and counted2 make a pod handler count, once it is done, what
@@ -516,7 +497,7 @@ func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 		return false
 	}
 
-	syncCtx, cancel := context.WithTimeout(workCtx, syncTimeout)
+	syncCtx, cancel := context.WithTimeout(workCtx, kubeclient.SyncTimeout)
 	err := c.syncHandler(syncCtx, key)
 	cancel()
 	if err != nil {
@@ -528,36 +509,14 @@ func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 	return true
 }
 
-// handleErr decides what becomes of a reconciled key (see retry).
+// handleErr decides what becomes of a reconciled key (see kubeclient.Retry).
 func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectName) {
 	if err == nil {
 		c.queue.Forget(key)
 		return
 	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", podRef(key))
-	retry(logger, c.queue, key, err, isPermanent(err), "Reconciling pod failed")
-}
-
-// retry is the one place that decides about a key whose sync failed, for
-// both queues (pods, and the history's addresses): it is retried with the
-// queue's backoff, unless permanent (retrying the same request cannot
-// succeed) and maxPermanentRetries attempts have failed: then it is
-// dropped. The first failure and the maxPermanentRetries-th are logged as
-// errors, so a key that keeps failing shows at default verbosity, the
-// others at -v=2 (an API server outage fails every key again and again).
-func retry[K comparable](logger klog.Logger, q workqueue.TypedRateLimitingInterface[K], key K, err error, permanent bool, what string) {
-	attempts := q.NumRequeues(key) + 1
-	switch {
-	case permanent && attempts >= maxPermanentRetries:
-		q.Forget(key)
-		utilruntime.HandleErrorWithLogger(logger, err, what+"; dropping it from the queue after repeated failures", "attempts", attempts)
-		return
-	case attempts == 1 || attempts == maxPermanentRetries:
-		logger.Error(err, what+"; will retry", "attempts", attempts)
-	default:
-		logger.V(2).Info(what+" again; will retry", "attempts", attempts, "err", err)
-	}
-	q.AddRateLimited(key)
+	kubeclient.Retry(logger, c.queue, key, err, isPermanent(err), "Reconciling pod failed")
 }
 
 // isPermanent reports errors where the API server rejected the request

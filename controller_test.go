@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/kubeclient"
 	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/tracker"
 	"example.com/podtoip-controller/internal/trail"
@@ -117,7 +118,7 @@ func newFixture(t *testing.T) *fixture {
 		mirrorClient: f.client,
 		pods:         f.pods.Indexer,
 		mirrors:      f.mirrors,
-		queue:        workqueue.NewTypedRateLimitingQueue(newRateLimiter()),
+		queue:        workqueue.NewTypedRateLimitingQueue(kubeclient.NewRateLimiter[cache.ObjectName]()),
 		recorder:     f.recorder,
 		tracker:      tracker.New(),
 		authors:      newAuthors(),
@@ -281,26 +282,26 @@ func TestHandleErrRetriesTransientAndDropsPermanent(t *testing.T) {
 	if f.c.queue.NumRequeues(key) != 1 {
 		t.Fatalf("transient error not requeued")
 	}
-	for range maxPermanentRetries + 5 {
+	for range kubeclient.MaxPermanentRetries + 5 {
 		f.c.handleErr(f.ctx, apierrors.NewServiceUnavailable("down"), key)
 	}
-	if f.c.queue.NumRequeues(key) <= maxPermanentRetries {
+	if f.c.queue.NumRequeues(key) <= kubeclient.MaxPermanentRetries {
 		t.Errorf("transient errors stopped being retried after %d attempts", f.c.queue.NumRequeues(key))
 	}
 	f.c.queue.Forget(key)
 	invalid := apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "PodToIp"}, "web", nil)
-	for attempt := 1; attempt < maxPermanentRetries; attempt++ {
+	for attempt := 1; attempt < kubeclient.MaxPermanentRetries; attempt++ {
 		f.c.handleErr(f.ctx, invalid, key)
 		if n := f.c.queue.NumRequeues(key); n != attempt {
-			t.Fatalf("permanent error after attempt %d: requeues = %d, want %d (retried until attempt %d)", attempt, n, attempt, maxPermanentRetries)
+			t.Fatalf("permanent error after attempt %d: requeues = %d, want %d (retried until attempt %d)", attempt, n, attempt, kubeclient.MaxPermanentRetries)
 		}
 	}
 	f.c.handleErr(f.ctx, invalid, key)
 	if n := f.c.queue.NumRequeues(key); n != 0 {
-		t.Errorf("permanent error still retried after attempt %d (requeues=%d), want dropped", maxPermanentRetries, n)
+		t.Errorf("permanent error still retried after attempt %d (requeues=%d), want dropped", kubeclient.MaxPermanentRetries, n)
 	}
-	if maxPermanentRetries != 15 {
-		t.Errorf("maxPermanentRetries = %d; the README promises 15 attempts", maxPermanentRetries)
+	if kubeclient.MaxPermanentRetries != 15 {
+		t.Errorf("kubeclient.MaxPermanentRetries = %d; the README promises 15 attempts", kubeclient.MaxPermanentRetries)
 	}
 	f.c.handleErr(f.ctx, nil, key)
 	if f.c.queue.NumRequeues(key) != 0 {
@@ -371,7 +372,7 @@ func TestDeleteHandlersUnwrapTombstones(t *testing.T) {
 }
 
 // TestWhichErrorsArePermanent pins which failures drop a key after
-// maxPermanentRetries attempts (the API server refused the object itself:
+// kubeclient.MaxPermanentRetries attempts (the API server refused the object itself:
 // repeating the same write cannot succeed) and which are retried for as
 // long as they last (dropping them would leave a mirror stale until its pod
 // changes again).
@@ -408,25 +409,6 @@ func TestWhichErrorsArePermanent(t *testing.T) {
 	}
 }
 
-// TestRetryBackoff pins the per-pod backoff of a failing key: 5 ms,
-// doubling at each failure, capped at 30 s, and back to 5 ms once it
-// succeeds.
-func TestRetryBackoff(t *testing.T) {
-	rl := newRateLimiter()
-	key := cache.ObjectName{Namespace: "ns", Name: "web"}
-	want := 5 * time.Millisecond
-	for i := range 20 {
-		if got := rl.When(key); got != want {
-			t.Fatalf("failure %d: retry after %v, want %v", i+1, got, want)
-		}
-		want = min(2*want, 30*time.Second)
-	}
-	rl.Forget(key)
-	if got := rl.When(key); got != 5*time.Millisecond {
-		t.Errorf("after a success, the next failure waits %v, want 5ms", got)
-	}
-}
-
 // deadlineMirrors records the deadline of each call's context.
 type deadlineMirrors struct {
 	*fakeMirrors
@@ -452,7 +434,7 @@ func (n *deadlineNS) Create(ctx context.Context, obj *PodToIp, opts metav1.Creat
 }
 
 // TestWorkerBoundsEachReconcile checks that a reconcile's API calls carry a
-// deadline of syncTimeout (30 s): a call on a dead connection is cut then,
+// deadline of kubeclient.SyncTimeout (30 s): a call on a dead connection is cut then,
 // and the worker takes the next key, even while the process drains.
 func TestWorkerBoundsEachReconcile(t *testing.T) {
 	f := newFixture(t)
@@ -463,10 +445,10 @@ func TestWorkerBoundsEachReconcile(t *testing.T) {
 	if !f.c.processNextWorkItem(f.ctx, context.WithoutCancel(f.ctx)) {
 		t.Fatal("the worker stopped")
 	}
-	if len(d.deadlines) != 1 || d.deadlines[0] <= syncTimeout-5*time.Second || d.deadlines[0] > syncTimeout {
-		t.Errorf("the create's deadline was %v from the call, want %v", d.deadlines, syncTimeout)
+	if len(d.deadlines) != 1 || d.deadlines[0] <= kubeclient.SyncTimeout-5*time.Second || d.deadlines[0] > kubeclient.SyncTimeout {
+		t.Errorf("the create's deadline was %v from the call, want %v", d.deadlines, kubeclient.SyncTimeout)
 	}
-	if syncTimeout != 30*time.Second {
-		t.Errorf("syncTimeout = %v; docs/flags.md promises 30 s", syncTimeout)
+	if kubeclient.SyncTimeout != 30*time.Second {
+		t.Errorf("kubeclient.SyncTimeout = %v; docs/flags.md promises 30 s", kubeclient.SyncTimeout)
 	}
 }

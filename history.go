@@ -25,6 +25,7 @@ import (
 	"example.com/podtoip-controller/internal/addr"
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/kubeclient"
 	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/slim"
 )
@@ -147,7 +148,7 @@ func newHistorian(hc *HistoryConfig, pods cache.Indexer, holders *conflicts.Hold
 		seen:             map[string]map[slim.UID]seenAt{},
 		terminatingSince: map[slim.UID]time.Time{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBaseDelay, retryMaxDelay),
+			kubeclient.NewRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "iphistory"}),
 	}
 }
@@ -625,7 +626,7 @@ func (h *historian) processNext(stop, workCtx context.Context) bool {
 	if stop.Err() != nil {
 		return true // shutting down: the next leader reconciles it
 	}
-	ctx, cancel := context.WithTimeout(workCtx, syncTimeout)
+	ctx, cancel := context.WithTimeout(workCtx, kubeclient.SyncTimeout)
 	defer cancel()
 	logger := klog.LoggerWithValues(klog.FromContext(stop), "address", addr)
 	err := h.sync(klog.NewContext(ctx, logger), addr)
@@ -636,7 +637,7 @@ func (h *historian) processNext(stop, workCtx context.Context) bool {
 		h.mu.Unlock()
 		return true
 	}
-	retry(logger, h.queue, addr, err, false, "Writing the IPHistory of an address failed (the history's coverage waits for it)")
+	kubeclient.Retry(logger, h.queue, addr, err, false, "Writing the IPHistory of an address failed (the history's coverage waits for it)")
 	return true
 }
 
@@ -753,7 +754,7 @@ func (h *historian) extend(ctx context.Context, at time.Time) error {
 	if !changed {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	ctx, cancel := context.WithTimeout(ctx, kubeclient.SyncTimeout)
 	defer cancel()
 	saved, err := h.client.SaveCoverage(ctx, cov)
 	if err != nil {
