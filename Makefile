@@ -100,7 +100,7 @@ test-unit: ## Run the unit tests (race detector on).
 FUZZTIME ?= 5000x
 # Each fuzz target as package:Target.
 FUZZ_TARGETS := .:FuzzDesiredMirror .:FuzzMirrorChanged .:FuzzApplyDesired .:FuzzDecodePodToIp .:FuzzCacheDecoderMatchesStandard \
-	.:FuzzEncodeMirrorMatchesStandard .:FuzzScanWrittenMeta ./internal/jsonscan:FuzzCursorMatchesEncodingJSON ./internal/jsonscan:FuzzFramer \
+	.:FuzzEncodeMirrorMatchesStandard ./internal/kubeclient:FuzzScanWrittenMeta ./internal/jsonscan:FuzzCursorMatchesEncodingJSON ./internal/jsonscan:FuzzFramer \
 	./internal/addr:FuzzCanonical ./internal/slim:FuzzUID ./internal/conflicts:FuzzHolderIndex ./internal/history:FuzzNameRoundTrip ./internal/history:FuzzOperations ./internal/history:FuzzPatch
 
 .PHONY: test-fuzz

@@ -73,7 +73,7 @@ func newHistoryClient(cfg *rest.Config, httpClient, writeHTTP *http.Client) (*hi
 func (c *historyClient) List(ctx context.Context, opts metav1.ListOptions) (*history.IPHistoryList, error) {
 	out := &history.IPHistoryList{}
 	err := c.rest.Get().Resource(history.Resource).VersionedParams(&opts, parameterCodec).
-		Timeout(timeoutOf(opts)).Do(ctx).Into(out)
+		Timeout(kubeclient.ListTimeout(opts)).Do(ctx).Into(out)
 	return out, err
 }
 
@@ -128,7 +128,7 @@ func (c *historyClient) do(ctx context.Context, method, name string, body []byte
 		return "", err
 	}
 	defer res.Release()
-	m, err := writtenMeta(res.Bytes())
+	m, err := res.Meta()
 	if err != nil {
 		return "", err
 	}
