@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/kubeclient"
 	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/slim"
@@ -50,24 +51,7 @@ type Informers struct {
 	Pods, Mirrors      cache.SharedIndexInformer
 	Nodes, IPAddresses *conflicts.Check
 	// History keeps the IPHistory of every address (nil: off).
-	History *HistoryConfig
-}
-
-// HistoryConfig is what the history of addresses needs: the IPHistory
-// calls, and how long a closed hold is kept.
-type HistoryConfig struct {
-	Client    historyWriter
-	Retention time.Duration
-	// Namespace is the namespace whose pods' holds the controller keeps
-	// ("": every namespace), as its pod informer's.
-	Namespace string
-	// Progress follows the pod informer (newPodInformer) and Probe reads
-	// the pods' current resourceVersion (a consistent one-item list): with
-	// them the history proves how far it has seen (historian.prove).
-	Progress *watchProgress
-	Probe    func(context.Context) (string, error)
-	// Writer names this controller in the coverage it records.
-	Writer string
+	History *history.Config
 }
 
 // Controller keeps one PodToIp per pod that has an IP. Both informers feed
@@ -100,7 +84,7 @@ type Controller struct {
 	authors *authors
 	policy  interface{ Bound() bool }
 	// history keeps the IPHistory objects; nil when off.
-	history *historian
+	history *history.Historian
 
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// active is set while workers run. Handlers queue keys only then: a
@@ -176,7 +160,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(kubeclient.NewRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"}),
 	}
-	var progress *watchProgress
+	var progress *history.Progress
 	if inf.History != nil {
 		progress = inf.History.Progress
 	}
@@ -189,8 +173,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 	}
 	c.cachesSynced = []cache.InformerSynced{inf.Pods.HasSynced, inf.Mirrors.HasSynced, podHandler.HasSynced}
 	if hc := inf.History; hc != nil {
-		c.history = newHistorian(hc, c.pods, c.holders)
-		c.history.listed = podHandler.HasSynced
+		c.history = history.NewHistorian(hc, history.Pods{Cache: c.pods, Holders: c.holders, Held: heldAddresses, Listed: podHandler.HasSynced})
 	}
 	if k := inf.Nodes; k != nil {
 		if err := ensureIndexers(k.Informer, cache.Indexers{conflicts.AddressIndex: conflicts.NodeAddressIndexFunc}); err != nil {
@@ -213,27 +196,27 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 }
 
 // counted1 and counted2 make a pod handler count, once it is done, what
-// it processed (watchProgress), but for the tombstones a relist makes of
+// it processed (history.Progress), but for the tombstones a relist makes of
 // pods it no longer lists, which the informer was never given.
-func counted1(f func(any), p *watchProgress) func(any) {
+func counted1(f func(any), p *history.Progress) func(any) {
 	if p == nil {
 		return f
 	}
 	return func(obj any) {
 		f(obj)
 		if _, tombstone := obj.(cache.DeletedFinalStateUnknown); !tombstone {
-			p.handledOne()
+			p.HandledOne()
 		}
 	}
 }
 
-func counted2(f func(any, any), p *watchProgress) func(any, any) {
+func counted2(f func(any, any), p *history.Progress) func(any, any) {
 	if p == nil {
 		return f
 	}
 	return func(old, cur any) {
 		f(old, cur)
-		p.handledOne()
+		p.HandledOne()
 	}
 }
 
@@ -290,7 +273,7 @@ func (c *Controller) onPodAdd(obj any) {
 	pod := obj.(*podinfo.Pod)
 	is := heldAddresses(pod)
 	affected := c.holders.Move(pod.Holder(), nil, is)
-	c.history.moved(nil, pod, nil, is)
+	c.history.Moved(nil, pod, nil, is)
 	c.enqueue(pod.Key())
 	c.enqueueHoldersOf(pod.Key(), affected)
 }
@@ -306,16 +289,16 @@ func (c *Controller) onPodUpdate(oldObj, newObj any) {
 	case old.UID != cur.UID:
 		// Another incarnation under the name: another holder, of another age.
 		affected = append(c.holders.Move(old.Holder(), was, nil), c.holders.Move(cur.Holder(), nil, is)...)
-		c.history.moved(old, cur, was, is)
+		c.history.Moved(old, cur, was, is)
 	case !slices.Equal(was, is):
 		affected = c.holders.Move(cur.Holder(), was, is)
-		c.history.moved(old, cur, was, is)
+		c.history.Moved(old, cur, was, is)
 	case old.Holder() != cur.Holder():
 		// The same addresses, held by a pod that turned terminating.
 		affected = c.holders.Move(cur.Holder(), was, is)
 	}
 	if old.UID == cur.UID && !old.Terminating() && cur.Terminating() {
-		c.history.terminating(cur, is)
+		c.history.Terminating(cur, is)
 	}
 	c.enqueue(cur.Key())
 	c.enqueueHoldersOf(cur.Key(), affected)
@@ -325,7 +308,7 @@ func (c *Controller) onPodDelete(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podinfo.Pod); ok {
 		was := heldAddresses(pod)
 		affected := c.holders.Move(pod.Holder(), was, nil)
-		c.history.moved(pod, nil, was, nil)
+		c.history.Moved(pod, nil, was, nil)
 		c.enqueue(pod.Key())
 		c.enqueueHoldersOf(pod.Key(), affected)
 	}
@@ -415,7 +398,7 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 		// A quarter of the mirrors' workers: the mirrors come first, and
 		// as many again in flight cost the API server more CPU than they
 		// saved time (docs/performance.md).
-		wg.Go(func() { c.history.run(ctx, inflight, max(1, workers/4)) })
+		wg.Go(func() { c.history.Run(ctx, inflight, max(1, workers/4)) })
 	}
 	<-ctx.Done()
 	c.active.Store(false)

@@ -202,7 +202,7 @@ type clients struct {
 	tracker *access.Tracker
 	kube    kubernetes.Interface
 	mirrors *Client
-	history *historyClient
+	history *history.Client
 }
 
 // newClients loads the client configuration and builds the clients on it.
@@ -233,7 +233,7 @@ func newClients(ctx context.Context, o options) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	histories, err := newHistoryClient(cfg, httpClient, writeHTTP)
+	histories, err := history.NewClient(cfg, httpClient, writeHTTP, fieldManager)
 	if err != nil {
 		return nil, err
 	}
@@ -302,9 +302,9 @@ func metricsEndpoint(ctx context.Context, o options, c *clients) (http.Handler, 
 // runController builds the informers and the controller, warms the caches
 // on every replica, and runs the workers here, or only on the leader.
 func runController(ctx context.Context, o options, c *clients, p *probes) error {
-	var progress *watchProgress
+	var progress *history.Progress
 	if o.historyRetention > 0 {
-		progress = &watchProgress{}
+		progress = &history.Progress{}
 	}
 	podInformer, err := newPodInformer(c.kube, o.namespace, progress)
 	if err != nil {
@@ -323,8 +323,8 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	inf := Informers{Pods: podInformer, Mirrors: mirrorInformer, Nodes: nodes, IPAddresses: ipAddresses}
 	informers := []cache.SharedIndexInformer{podInformer, mirrorInformer}
 	if o.historyRetention > 0 {
-		inf.History = &HistoryConfig{Client: c.history, Retention: o.historyRetention, Namespace: o.namespace,
-			Progress: progress, Probe: podsVersion(c.kube, o.namespace), Writer: writerName()}
+		inf.History = &history.Config{Client: c.history, Retention: o.historyRetention, Namespace: o.namespace,
+			Progress: progress, Probe: podsVersion(c.kube, o.namespace), Writer: writerName(), Labels: managedLabels}
 	}
 	controller, err := NewController(ctx, c.mirrors, inf, recorder)
 	if err != nil {

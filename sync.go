@@ -314,7 +314,7 @@ func (c *Controller) policyBound() bool {
 // withHeldFrom adds to f when the pod uid's holds on the addresses it lets
 // go of began, as far as the history knows.
 func (c *Controller) withHeldFrom(f trail.Fields, letGo []string, uid types.UID) trail.Fields {
-	f.HeldFrom = c.history.heldFrom(letGo, uid)
+	f.HeldFrom = c.history.HeldFrom(letGo, uid)
 	return f
 }
 
