@@ -42,9 +42,9 @@ type PodToIpsGetter interface {
 	PodToIps(namespace string) PodToIpInterface
 }
 
-// Informers are what the controller reads. The pod informer must use podinfo.Slim
-// as its transform and the PodToIp informer slimMirror. Nodes and
-// IPAddresses feed the optional conflict checks (nil: the check does not
+// Informers are what the controller reads. The pod informer must use
+// podinfo.Slim as its transform and the PodToIp informer slimMirror. Nodes
+// and IPAddresses feed the optional conflict checks (nil: the check does not
 // run); their informers must use conflicts.SlimNode (with the
 // conflicts.AddressIndex index) and conflicts.SlimIPAddress.
 type Informers struct {
