@@ -20,7 +20,6 @@ import (
 
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/podinfo"
-	"example.com/podtoip-controller/internal/slim"
 )
 
 // The tests describe pods as users see them; these adapters slim them the
@@ -388,24 +387,6 @@ func TestSlimMirrorSharesButNeverLeaksCommonParts(t *testing.T) {
 	if got := obj.(*mirrorInfo).labels(); len(got) != 2 {
 		t.Errorf("labels = %v", got)
 	}
-}
-
-// A uid gives back exactly the UID it was made of, and two uids are equal
-// exactly when their UIDs are, whatever the text.
-func FuzzUID(f *testing.F) {
-	for _, s := range []string{"", "uid-1", "0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11", "0B7C1F5E-52D4-4C1E-9A43-3F1F1D2A6C11",
-		"00000000-0000-0000-0000-000000000000", "0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c1", "0b7c1f5e+52d4-4c1e-9a43-3f1f1d2a6c11"} {
-		f.Add(s, "0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11")
-	}
-	f.Fuzz(func(t *testing.T, a, b string) {
-		ua, ub := slim.ToUID(types.UID(a)), slim.ToUID(types.UID(b))
-		if ua.UID() != types.UID(a) || ub.UID() != types.UID(b) {
-			t.Fatalf("slim.ToUID(%q).UID() = %q, slim.ToUID(%q).UID() = %q", a, ua.UID(), b, ub.UID())
-		}
-		if (ua == ub) != (a == b) || ua.Is(types.UID(b)) != (a == b) || !ua.Is(types.UID(a)) {
-			t.Fatalf("uids of %q and %q: == %v, is %v", a, b, ua == ub, ua.Is(types.UID(b)))
-		}
-	})
 }
 
 // sameString reports whether a and b share their bytes: the point of
