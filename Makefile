@@ -100,7 +100,7 @@ test-unit: ## Run the unit tests (race detector on).
 FUZZTIME ?= 5000x
 # Each fuzz target as package:Target.
 FUZZ_TARGETS := .:FuzzDesiredMirror .:FuzzMirrorChanged .:FuzzApplyDesired .:FuzzDecodePodToIp .:FuzzCacheDecoderMatchesStandard \
-	.:FuzzEncodeMirrorMatchesStandard .:FuzzScanWrittenMeta ./internal/jsonscan:FuzzCursorMatchesEncodingJSON ./internal/jsonscan:FuzzFramer \
+	.:FuzzEncodeMirrorMatchesStandard ./internal/kubeclient:FuzzScanWrittenMeta ./internal/jsonscan:FuzzCursorMatchesEncodingJSON ./internal/jsonscan:FuzzFramer \
 	./internal/addr:FuzzCanonical ./internal/slim:FuzzUID ./internal/conflicts:FuzzHolderIndex ./internal/history:FuzzNameRoundTrip ./internal/history:FuzzOperations ./internal/history:FuzzPatch
 
 .PHONY: test-fuzz
@@ -123,7 +123,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (5000 inputs); a crasher is writ
 # the package, and on a loaded machine a lower factor times out mutants the
 # tests kill.
 GREMLINS          := $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
-MUTATE_PKGS       ?= ./internal/addr ./internal/slim ./internal/tracker ./internal/conflicts ./internal/jsonscan ./internal/trail ./internal/history .
+MUTATE_PKGS       ?= ./internal/addr ./internal/slim ./internal/tracker ./internal/conflicts ./internal/jsonscan ./internal/trail ./internal/history ./internal/podinfo .
 MUTATE_ROOT_FILES ?= mirror.go records.go codec.go conflicts.go
 # GREMLINS_FLAGS adds flags, e.g. --dry-run to list the mutants without testing them.
 GREMLINS_FLAGS    ?=

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,9 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
-	sjson "sigs.k8s.io/json"
-
-	"example.com/podtoip-controller/internal/jsonscan"
 	"example.com/podtoip-controller/internal/kubeclient"
 )
 
@@ -117,7 +113,7 @@ func (p *podToIps) List(ctx context.Context, opts metav1.ListOptions) (*PodToIpL
 	err := p.client.rest.Get().
 		Namespace(p.ns).Resource(Resource).
 		VersionedParams(&opts, parameterCodec).
-		Timeout(timeoutOf(opts)).
+		Timeout(kubeclient.ListTimeout(opts)).
 		Do(ctx).Into(result)
 	return result, err
 }
@@ -130,7 +126,7 @@ func (p *podToIps) Watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 	return p.client.rest.Get().
 		Namespace(p.ns).Resource(Resource).
 		VersionedParams(&opts, parameterCodec).
-		Timeout(timeoutOf(opts)).
+		Timeout(kubeclient.ListTimeout(opts)).
 		Watch(ctx)
 }
 
@@ -160,7 +156,11 @@ func (p *podToIps) send(ctx context.Context, method, name string, obj *PodToIp, 
 		return nil, err
 	}
 	defer res.Release()
-	return writtenMeta(res.Bytes())
+	meta, err := res.Meta()
+	if err != nil {
+		return nil, err
+	}
+	return &PodToIp{ObjectMeta: meta}, nil
 }
 
 // bodyOf is what a write sends: the JSON encodeMirror writes, or, when it
@@ -174,55 +174,6 @@ func bodyOf(obj *PodToIp) ([]byte, error) {
 		return nil, fmt.Errorf("encoding %s %s/%s: %w", Resource, obj.Namespace, obj.Name, err)
 	}
 	return b, nil
-}
-
-// writtenMeta returns the metadata of the object a create or update
-// responded with (see PodToIpInterface): scanned by jsonscan, or, where it
-// declines, decoded by sigs.k8s.io/json, the rest skipped either way.
-func writtenMeta(body []byte) (*PodToIp, error) {
-	if len(body) == 0 {
-		return nil, fmt.Errorf("empty response to a write")
-	}
-	if m, ok := scanWrittenMeta(body); ok {
-		return m, nil
-	}
-	var written struct {
-		Metadata cachedMeta `json:"metadata"`
-	}
-	// Case-sensitive, as the API machinery decodes.
-	if err := sjson.UnmarshalCaseSensitivePreserveInts(body, &written); err != nil {
-		return nil, fmt.Errorf("decoding the response to a write: %w", err)
-	}
-	m := written.Metadata
-	return &PodToIp{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}}, nil
-}
-
-// scanWrittenMeta reads the metadata of a written object with jsonscan,
-// skipping the rest; ok is false for anything it declines.
-func scanWrittenMeta(body []byte) (*PodToIp, bool) {
-	out := &PodToIp{}
-	c := jsonscan.New(body)
-	ok := c.Object(func(key []byte) bool {
-		if string(key) != "metadata" {
-			return c.Skip()
-		}
-		return c.Object(func(key []byte) (ok bool) {
-			switch string(key) {
-			case "name":
-				out.Name, ok = c.Str()
-			case "namespace":
-				out.Namespace, ok = c.Str()
-			case "uid":
-				out.UID, ok = uid(c)
-			case "resourceVersion":
-				out.ResourceVersion, ok = c.Str()
-			default:
-				ok = c.Skip()
-			}
-			return ok
-		})
-	})
-	return out, ok && c.End()
 }
 
 func (p *podToIps) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
@@ -240,13 +191,4 @@ func (p *podToIps) Delete(ctx context.Context, name string, opts metav1.DeleteOp
 	}
 	res.Release()
 	return nil
-}
-
-// timeoutOf turns the server-side timeout of a list or watch into the
-// matching client-side one, as generated clients do.
-func timeoutOf(opts metav1.ListOptions) time.Duration {
-	if opts.TimeoutSeconds == nil {
-		return 0
-	}
-	return time.Duration(*opts.TimeoutSeconds) * time.Second
 }

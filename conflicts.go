@@ -10,6 +10,7 @@ import (
 
 	"example.com/podtoip-controller/internal/addr"
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/podinfo"
 )
 
 // Address conflicts (see package conflicts for what counts as one) are
@@ -27,7 +28,7 @@ const reasonAddressConflict = "AddressConflict"
 // gone: its sandbox, which IPAM frees the address with, lives through its
 // grace period. The holder index and the history count it; conflict
 // detection does not (countsInConflicts).
-func isHolder(pod *podInfo) bool {
+func isHolder(pod *podinfo.Pod) bool {
 	return wantsMirror(pod) && !pod.HostNetwork
 }
 
@@ -35,8 +36,8 @@ func isHolder(pod *podInfo) bool {
 // holds its addresses and is not terminating. A terminating pod may have
 // lost its address to another pod already (a new holder means its sandbox
 // let go), so it is in conflict with nobody, and nobody with it.
-func countsInConflicts(pod *podInfo) bool {
-	return isHolder(pod) && !isTerminating(pod)
+func countsInConflicts(pod *podinfo.Pod) bool {
+	return isHolder(pod) && !pod.Terminating()
 }
 
 // heldAddresses returns the canonical addresses pod holds, nil if it is not
@@ -44,7 +45,7 @@ func countsInConflicts(pod *podInfo) bool {
 // IP addresses are skipped: nothing can hold them. A pod spells its
 // addresses canonically almost always, and addr.Canonical then returns them
 // without allocating.
-func heldAddresses(pod *podInfo) []string {
+func heldAddresses(pod *podinfo.Pod) []string {
 	if !isHolder(pod) {
 		return nil
 	}
@@ -65,7 +66,7 @@ func heldAddresses(pod *podInfo) []string {
 // hold too: the mirror also says whether the pod is in conflict and with
 // whom. conflicts must come from the other holders of the pod's own
 // addresses (see Controller.conflictsOf).
-func desiredMirrorWith(pod *podInfo, found []conflicts.Conflict) (*PodToIp, error) {
+func desiredMirrorWith(pod *podinfo.Pod, found []conflicts.Conflict) (*PodToIp, error) {
 	m, err := desiredMirror(pod)
 	if m == nil || err != nil {
 		return m, err
@@ -95,7 +96,7 @@ func newHolders(have *mirrorInfo, want *PodToIp) []string {
 // only the caches, and only as many holders as it lists: however many pods
 // share an address, a reconcile costs the same. key is the pod's own key,
 // which the holder index also returns.
-func (c *Controller) conflictsOf(key cache.ObjectName, pod *podInfo) ([]conflicts.Conflict, error) {
+func (c *Controller) conflictsOf(key cache.ObjectName, pod *podinfo.Pod) ([]conflicts.Conflict, error) {
 	if !countsInConflicts(pod) {
 		return nil, nil
 	}
@@ -247,9 +248,9 @@ func (c *Controller) deleteIPAddress(obj any) {
 // conflict, not per reconcile, since an unchanged mirror is not written.
 // The mirror itself is the memory of what was reported, so a restarted
 // controller, or a new leader, does not report a conflict again.
-func (c *Controller) reportConflict(pod *podInfo, have *mirrorInfo, written *PodToIp, found []conflicts.Conflict) {
+func (c *Controller) reportConflict(pod *podinfo.Pod, have *mirrorInfo, written *PodToIp, found []conflicts.Conflict) {
 	if c.recorder == nil || pod == nil || len(newHolders(have, written)) == 0 {
 		return
 	}
-	c.recorder.Event(pod.reference(), corev1.EventTypeWarning, reasonAddressConflict, conflicts.Message(found))
+	c.recorder.Event(pod.Reference(), corev1.EventTypeWarning, reasonAddressConflict, conflicts.Message(found))
 }

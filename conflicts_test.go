@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/podinfo"
 )
 
 // podAt is testPod named name, in namespace ns, holding ips.
@@ -64,7 +65,7 @@ func TestHeldAddresses(t *testing.T) {
 		"terminating, finished":   {testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.Status.Phase = corev1.PodSucceeded }), nil},
 		"deletion final":          {testPod(func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, new(int64) }), nil},
 	} {
-		got := heldAddresses(toPodInfo(tc.pod))
+		got := heldAddresses(podinfo.Of(tc.pod))
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: heldAddresses = %q, want %q", name, got, tc.want)
 		}
@@ -90,7 +91,7 @@ func TestConflictsWithOfAndDesiredMirrorWith(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: conflictsWithOf = %q, want %q", name, got, tc.want)
 		}
-		m, err := desiredMirrorWith(toPodInfo(testPod()), tc.found)
+		m, err := desiredMirrorWith(podinfo.Of(testPod()), tc.found)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +105,7 @@ func TestConflictsWithOfAndDesiredMirrorWith(t *testing.T) {
 	if got := conflicts.ListedHolders([]conflicts.Conflict{{Address: "10.1.0.1", Holders: many}}); cap(got) != conflicts.MaxListed {
 		t.Errorf("the bounded list keeps a capacity of %d: appending to it would write into the rest", cap(got))
 	}
-	if m, err := desiredMirrorWith(toPodInfo(podAt("a")), []conflicts.Conflict{{Address: "10.1.0.1", Holders: []string{"Pod ns/b"}}}); m != nil || err != nil {
+	if m, err := desiredMirrorWith(podinfo.Of(podAt("a")), []conflicts.Conflict{{Address: "10.1.0.1", Holders: []string{"Pod ns/b"}}}); m != nil || err != nil {
 		t.Errorf("a pod without a mirror: %+v, %v", m, err)
 	}
 }
@@ -362,7 +363,7 @@ func TestSyncConflictWithNodeAndService(t *testing.T) {
 
 	// Without the optional caches (the checks do not run), only pods count.
 	f.c.nodes, f.c.ipAddresses = nil, nil
-	found, err := f.c.conflictsOf(cache.ObjectName{Namespace: "ns", Name: "on-node"}, toPodInfo(podAt("on-node", "172.18.0.2")))
+	found, err := f.c.conflictsOf(cache.ObjectName{Namespace: "ns", Name: "on-node"}, podinfo.Of(podAt("on-node", "172.18.0.2")))
 	if err != nil || found != nil {
 		t.Errorf("without the optional checks: %v, %v", found, err)
 	}
@@ -403,28 +404,28 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 	}{
 		"added": {func(f *fixture) {
 			p := podAt("w", "10.1.0.1")
-			_ = f.pods.Indexer.Add(toPodInfo(p)) // the handler keeps the index
-			f.c.onPodAdd(toPodInfo(p))
+			_ = f.pods.Indexer.Add(podinfo.Of(p)) // the handler keeps the index
+			f.c.onPodAdd(podinfo.Of(p))
 		}, []string{"w", "x", "z"}},
 		"address changed": {func(f *fixture) {
 			old := podAt("y", "10.1.0.2")
 			cur := moved(old, func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "10.1.0.1", []corev1.PodIP{{IP: "10.1.0.1"}} })
-			_ = f.pods.Indexer.Update(toPodInfo(cur))
-			f.c.onPodUpdate(toPodInfo(old), toPodInfo(cur))
+			_ = f.pods.Indexer.Update(podinfo.Of(cur))
+			f.c.onPodUpdate(podinfo.Of(old), podinfo.Of(cur))
 		}, []string{"x", "y", "z"}},
 		"terminating": {func(f *fixture) {
 			old := podAt("x", "10.1.0.1")
 			cur := moved(old, func(p *corev1.Pod) { p.DeletionTimestamp = &now })
-			_ = f.pods.Indexer.Update(toPodInfo(cur))
-			f.c.onPodUpdate(toPodInfo(old), toPodInfo(cur))
+			_ = f.pods.Indexer.Update(podinfo.Of(cur))
+			f.c.onPodUpdate(podinfo.Of(old), podinfo.Of(cur))
 		}, []string{"x", "z"}},
 		// A terminating holder is listed by nobody: its going, or a pod
 		// joining it on its address, changes no other mirror.
 		"deleted at once": {func(f *fixture) {
 			old := podAt("x", "10.1.0.1")
 			cur := moved(old, func(p *corev1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, new(int64) })
-			_ = f.pods.Indexer.Update(toPodInfo(cur))
-			f.c.onPodUpdate(toPodInfo(old), toPodInfo(cur))
+			_ = f.pods.Indexer.Update(podinfo.Of(cur))
+			f.c.onPodUpdate(podinfo.Of(old), podinfo.Of(cur))
 		}, []string{"x", "z"}},
 		"terminating holder gone": {func(f *fixture) {
 			cur := terminate(f, "x", "10.1.0.1")
@@ -441,19 +442,19 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 		"added next to a terminating holder only": {func(f *fixture) {
 			terminate(f, "y", "10.1.0.2")
 			p := podAt("w", "10.1.0.2")
-			_ = f.pods.Indexer.Add(toPodInfo(p))
-			f.c.onPodAdd(toPodInfo(p))
+			_ = f.pods.Indexer.Add(podinfo.Of(p))
+			f.c.onPodAdd(podinfo.Of(p))
 		}, []string{"w", "y"}},
 		"node changed only": {func(f *fixture) {
 			old := podAt("x", "10.1.0.1")
 			cur := moved(old, func(p *corev1.Pod) { p.Spec.NodeName = "node-2" })
-			_ = f.pods.Indexer.Update(toPodInfo(cur))
-			f.c.onPodUpdate(toPodInfo(old), toPodInfo(cur))
+			_ = f.pods.Indexer.Update(podinfo.Of(cur))
+			f.c.onPodUpdate(podinfo.Of(old), podinfo.Of(cur))
 		}, []string{"x"}},
 		"deleted": {func(f *fixture) {
 			p := podAt("z", "10.1.0.1")
-			_ = f.pods.Indexer.Delete(toPodInfo(p))
-			f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/z", Obj: toPodInfo(p)})
+			_ = f.pods.Indexer.Delete(podinfo.Of(p))
+			f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/z", Obj: podinfo.Of(p)})
 		}, []string{"x", "z"}},
 		"node added": {func(f *fixture) {
 			n, _ := conflicts.SlimNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.0.2"}}}})
@@ -509,13 +510,13 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 
 // terminate makes the cached pod name, holding addr, terminating through the
 // pod handler, and takes what that queued; it returns the pod as cached.
-func terminate(f *fixture, name, addr string) *podInfo {
+func terminate(f *fixture, name, addr string) *podinfo.Pod {
 	f.t.Helper()
 	now := metav1.Now()
 	p := podAt(name, addr)
-	old := toPodInfo(p)
+	old := podinfo.Of(p)
 	p.DeletionTimestamp, p.ResourceVersion = &now, "98"
-	cur := toPodInfo(p)
+	cur := podinfo.Of(p)
 	_ = f.pods.Indexer.Update(cur)
 	f.c.onPodUpdate(old, cur)
 	f.takeQueued()
@@ -756,7 +757,7 @@ func TestLargeGroupOnOneAddress(t *testing.T) {
 	f.takeQueued()
 
 	// The newest member joins: it alone is queued and written.
-	joiner := toPodInfo(pod(n))
+	joiner := podinfo.Of(pod(n))
 	_ = f.pods.Indexer.Add(joiner)
 	f.c.onPodAdd(joiner)
 	if q := f.c.queue.Len(); q != 1 {
@@ -780,7 +781,7 @@ func TestLargeGroupOnOneAddress(t *testing.T) {
 	f.catchUp(rec, from)
 
 	// A pod from the middle leaves: it alone is queued.
-	middle := toPodInfo(pod(n / 2))
+	middle := podinfo.Of(pod(n / 2))
 	_ = f.pods.Indexer.Delete(middle)
 	f.c.onPodDelete(middle)
 	if q := f.c.queue.Len(); q != 1 {
@@ -789,7 +790,7 @@ func TestLargeGroupOnOneAddress(t *testing.T) {
 	f.takeQueued()
 
 	// The oldest leaves: every other mirror lists one holder more.
-	first := toPodInfo(pod(0))
+	first := podinfo.Of(pod(0))
 	_ = f.pods.Indexer.Delete(first)
 	f.c.onPodDelete(first)
 	if q := f.c.queue.Len(); q != n {
@@ -835,7 +836,7 @@ func TestListedHoldersAreVerifiedAgainstTheCache(t *testing.T) {
 		if i >= 20 && i < 40 {
 			p.DeletionTimestamp = &now
 		}
-		h := toPodInfo(p).holder()
+		h := podinfo.Of(p).Holder()
 		if i >= 20 && i < 30 {
 			h.Terminating = false // the index behind the cache
 		}
@@ -843,11 +844,11 @@ func TestListedHoldersAreVerifiedAgainstTheCache(t *testing.T) {
 		switch {
 		case i < 10: // gone from the cache
 		case i < 20: // holding another address in the cache
-			_ = f.pods.Indexer.Add(toPodInfo(podAt(p.Name, "10.9.0.2")))
+			_ = f.pods.Indexer.Add(podinfo.Of(podAt(p.Name, "10.9.0.2")))
 		case i < 40: // terminating: holding the address, in conflict with nobody
-			_ = f.pods.Indexer.Add(toPodInfo(p))
+			_ = f.pods.Indexer.Add(podinfo.Of(p))
 		default:
-			_ = f.pods.Indexer.Add(toPodInfo(p))
+			_ = f.pods.Indexer.Add(podinfo.Of(p))
 			if len(want) < conflicts.MaxListed {
 				want = append(want, "Pod ns/"+p.Name)
 			}

@@ -17,25 +17,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/kubeclient"
+	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/slim"
 	"example.com/podtoip-controller/internal/tracker"
 )
 
 const (
-	// maxPermanentRetries bounds the attempts at a key whose error repeating
-	// cannot fix (the API server rejected the object itself): the key is
-	// dropped when its 15th attempt fails. Transient errors (server
-	// unavailable, timeouts, throttling, RBAC not yet granted) are retried
-	// with capped backoff for as long as they last: dropping them would leave
-	// a mirror stale until the pod happens to change again.
-	maxPermanentRetries = 15
-	// retryBaseDelay and retryMaxDelay shape the per-pod exponential backoff.
-	retryBaseDelay = 5 * time.Millisecond
-	retryMaxDelay  = 30 * time.Second
-	// syncTimeout bounds one reconcile's API calls, so a worker cannot hang
-	// on a dead connection, even during shutdown.
-	syncTimeout = 30 * time.Second
-
 	// reasonNotManaged is the event reason for a PodToIp that exists under a
 	// pod's name but is not managed by this controller.
 	reasonNotManaged = "PodToIpNotManaged"
@@ -53,33 +42,16 @@ type PodToIpsGetter interface {
 	PodToIps(namespace string) PodToIpInterface
 }
 
-// Informers are what the controller reads. The pod informer must use slimPod
-// as its transform and the PodToIp informer slimMirror. Nodes and
-// IPAddresses feed the optional conflict checks (nil: the check does not
+// Informers are what the controller reads. The pod informer must use
+// podinfo.Slim as its transform and the PodToIp informer slimMirror. Nodes
+// and IPAddresses feed the optional conflict checks (nil: the check does not
 // run); their informers must use conflicts.SlimNode (with the
 // conflicts.AddressIndex index) and conflicts.SlimIPAddress.
 type Informers struct {
 	Pods, Mirrors      cache.SharedIndexInformer
 	Nodes, IPAddresses *conflicts.Check
 	// History keeps the IPHistory of every address (nil: off).
-	History *HistoryConfig
-}
-
-// HistoryConfig is what the history of addresses needs: the IPHistory
-// calls, and how long a closed hold is kept.
-type HistoryConfig struct {
-	Client    historyWriter
-	Retention time.Duration
-	// Namespace is the namespace whose pods' holds the controller keeps
-	// ("": every namespace), as its pod informer's.
-	Namespace string
-	// Progress follows the pod informer (newPodInformer) and Probe reads
-	// the pods' current resourceVersion (a consistent one-item list): with
-	// them the history proves how far it has seen (historian.prove).
-	Progress *watchProgress
-	Probe    func(context.Context) (string, error)
-	// Writer names this controller in the coverage it records.
-	Writer string
+	History *history.Config
 }
 
 // Controller keeps one PodToIp per pod that has an IP. Both informers feed
@@ -89,7 +61,7 @@ type Controller struct {
 	mirrorClient PodToIpsGetter
 	recorder     record.EventRecorder
 
-	pods    cache.Indexer // of *podInfo
+	pods    cache.Indexer // of *podinfo.Pod
 	mirrors cache.Indexer // of *mirrorInfo
 	// nodes (of *conflicts.NodeInfo, indexed by address) and ipAddresses
 	// (of *conflicts.IPAddressInfo, keyed by address) feed the optional
@@ -112,7 +84,7 @@ type Controller struct {
 	authors *authors
 	policy  interface{ Bound() bool }
 	// history keeps the IPHistory objects; nil when off.
-	history *historian
+	history *history.Historian
 
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// active is set while workers run. Handlers queue keys only then: a
@@ -185,10 +157,10 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		conflicts: conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
 		tracker:   tracker.New(),
 		authors:   newAuthors(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(newRateLimiter(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(kubeclient.NewRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"}),
 	}
-	var progress *watchProgress
+	var progress *history.Progress
 	if inf.History != nil {
 		progress = inf.History.Progress
 	}
@@ -201,8 +173,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 	}
 	c.cachesSynced = []cache.InformerSynced{inf.Pods.HasSynced, inf.Mirrors.HasSynced, podHandler.HasSynced}
 	if hc := inf.History; hc != nil {
-		c.history = newHistorian(hc, c.pods, c.holders)
-		c.history.listed = podHandler.HasSynced
+		c.history = history.NewHistorian(hc, history.Pods{Cache: c.pods, Holders: c.holders, Held: heldAddresses, Listed: podHandler.HasSynced})
 	}
 	if k := inf.Nodes; k != nil {
 		if err := ensureIndexers(k.Informer, cache.Indexers{conflicts.AddressIndex: conflicts.NodeAddressIndexFunc}); err != nil {
@@ -224,34 +195,28 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 	return c, nil
 }
 
-// newRateLimiter is the per-pod retry backoff: exponential from
-// retryBaseDelay to retryMaxDelay.
-func newRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](retryBaseDelay, retryMaxDelay)
-}
-
 // counted1 and counted2 make a pod handler count, once it is done, what
-// it processed (watchProgress), but for the tombstones a relist makes of
+// it processed (history.Progress), but for the tombstones a relist makes of
 // pods it no longer lists, which the informer was never given.
-func counted1(f func(any), p *watchProgress) func(any) {
+func counted1(f func(any), p *history.Progress) func(any) {
 	if p == nil {
 		return f
 	}
 	return func(obj any) {
 		f(obj)
 		if _, tombstone := obj.(cache.DeletedFinalStateUnknown); !tombstone {
-			p.handledOne()
+			p.HandledOne()
 		}
 	}
 }
 
-func counted2(f func(any, any), p *watchProgress) func(any, any) {
+func counted2(f func(any, any), p *history.Progress) func(any, any) {
 	if p == nil {
 		return f
 	}
 	return func(old, cur any) {
 		f(old, cur)
-		p.handledOne()
+		p.HandledOne()
 	}
 }
 
@@ -305,16 +270,16 @@ func (c *Controller) enqueue(key cache.ObjectName) {
 // oldest.
 
 func (c *Controller) onPodAdd(obj any) {
-	pod := obj.(*podInfo)
+	pod := obj.(*podinfo.Pod)
 	is := heldAddresses(pod)
-	affected := c.holders.Move(pod.holder(), nil, is)
-	c.history.moved(nil, pod, nil, is)
-	c.enqueue(pod.key())
-	c.enqueueHoldersOf(pod.key(), affected)
+	affected := c.holders.Move(pod.Holder(), nil, is)
+	c.history.Moved(nil, pod, nil, is)
+	c.enqueue(pod.Key())
+	c.enqueueHoldersOf(pod.Key(), affected)
 }
 
 func (c *Controller) onPodUpdate(oldObj, newObj any) {
-	old, cur := oldObj.(*podInfo), newObj.(*podInfo)
+	old, cur := oldObj.(*podinfo.Pod), newObj.(*podinfo.Pod)
 	if old.ResourceVersion == cur.ResourceVersion || !mirrorChanged(old, cur) {
 		return
 	}
@@ -323,29 +288,29 @@ func (c *Controller) onPodUpdate(oldObj, newObj any) {
 	switch {
 	case old.UID != cur.UID:
 		// Another incarnation under the name: another holder, of another age.
-		affected = append(c.holders.Move(old.holder(), was, nil), c.holders.Move(cur.holder(), nil, is)...)
-		c.history.moved(old, cur, was, is)
+		affected = append(c.holders.Move(old.Holder(), was, nil), c.holders.Move(cur.Holder(), nil, is)...)
+		c.history.Moved(old, cur, was, is)
 	case !slices.Equal(was, is):
-		affected = c.holders.Move(cur.holder(), was, is)
-		c.history.moved(old, cur, was, is)
-	case old.holder() != cur.holder():
+		affected = c.holders.Move(cur.Holder(), was, is)
+		c.history.Moved(old, cur, was, is)
+	case old.Holder() != cur.Holder():
 		// The same addresses, held by a pod that turned terminating.
-		affected = c.holders.Move(cur.holder(), was, is)
+		affected = c.holders.Move(cur.Holder(), was, is)
 	}
-	if old.UID == cur.UID && !isTerminating(old) && isTerminating(cur) {
-		c.history.terminating(cur, is)
+	if old.UID == cur.UID && !old.Terminating() && cur.Terminating() {
+		c.history.Terminating(cur, is)
 	}
-	c.enqueue(cur.key())
-	c.enqueueHoldersOf(cur.key(), affected)
+	c.enqueue(cur.Key())
+	c.enqueueHoldersOf(cur.Key(), affected)
 }
 
 func (c *Controller) onPodDelete(obj any) {
-	if pod, ok := unwrapTombstone(obj).(*podInfo); ok {
+	if pod, ok := unwrapTombstone(obj).(*podinfo.Pod); ok {
 		was := heldAddresses(pod)
-		affected := c.holders.Move(pod.holder(), was, nil)
-		c.history.moved(pod, nil, was, nil)
-		c.enqueue(pod.key())
-		c.enqueueHoldersOf(pod.key(), affected)
+		affected := c.holders.Move(pod.Holder(), was, nil)
+		c.history.Moved(pod, nil, was, nil)
+		c.enqueue(pod.Key())
+		c.enqueueHoldersOf(pod.Key(), affected)
 	}
 }
 
@@ -433,7 +398,7 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 		// A quarter of the mirrors' workers: the mirrors come first, and
 		// as many again in flight cost the API server more CPU than they
 		// saved time (docs/performance.md).
-		wg.Go(func() { c.history.run(ctx, inflight, max(1, workers/4)) })
+		wg.Go(func() { c.history.Run(ctx, inflight, max(1, workers/4)) })
 	}
 	<-ctx.Done()
 	c.active.Store(false)
@@ -515,7 +480,7 @@ func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 		return false
 	}
 
-	syncCtx, cancel := context.WithTimeout(workCtx, syncTimeout)
+	syncCtx, cancel := context.WithTimeout(workCtx, kubeclient.SyncTimeout)
 	err := c.syncHandler(syncCtx, key)
 	cancel()
 	if err != nil {
@@ -527,36 +492,14 @@ func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 	return true
 }
 
-// handleErr decides what becomes of a reconciled key (see retry).
+// handleErr decides what becomes of a reconciled key (see kubeclient.Retry).
 func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectName) {
 	if err == nil {
 		c.queue.Forget(key)
 		return
 	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", podRef(key))
-	retry(logger, c.queue, key, err, isPermanent(err), "Reconciling pod failed")
-}
-
-// retry is the one place that decides about a key whose sync failed, for
-// both queues (pods, and the history's addresses): it is retried with the
-// queue's backoff, unless permanent (retrying the same request cannot
-// succeed) and maxPermanentRetries attempts have failed: then it is
-// dropped. The first failure and the maxPermanentRetries-th are logged as
-// errors, so a key that keeps failing shows at default verbosity, the
-// others at -v=2 (an API server outage fails every key again and again).
-func retry[K comparable](logger klog.Logger, q workqueue.TypedRateLimitingInterface[K], key K, err error, permanent bool, what string) {
-	attempts := q.NumRequeues(key) + 1
-	switch {
-	case permanent && attempts >= maxPermanentRetries:
-		q.Forget(key)
-		utilruntime.HandleErrorWithLogger(logger, err, what+"; dropping it from the queue after repeated failures", "attempts", attempts)
-		return
-	case attempts == 1 || attempts == maxPermanentRetries:
-		logger.Error(err, what+"; will retry", "attempts", attempts)
-	default:
-		logger.V(2).Info(what+" again; will retry", "attempts", attempts, "err", err)
-	}
-	q.AddRateLimited(key)
+	kubeclient.Retry(logger, c.queue, key, err, isPermanent(err), "Reconciling pod failed")
 }
 
 // isPermanent reports errors where the API server rejected the request

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
+	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/tracker"
 )
 
@@ -256,14 +257,14 @@ func TestHandlersQueueNothingUntilWorkersRun(t *testing.T) {
 	f := newFixture(t)
 	f.c.active.Store(false)
 	for i := range 50 { // batch pods, each a new name, come and go
-		p := toPodInfo(testPod(func(p *corev1.Pod) { p.Name = fmt.Sprintf("job-%d", i) }))
+		p := podinfo.Of(testPod(func(p *corev1.Pod) { p.Name = fmt.Sprintf("job-%d", i) }))
 		_ = f.pods.Indexer.Add(p)
 		f.c.onPodAdd(p)
 		_ = f.pods.Indexer.Delete(p)
 		f.c.onPodDelete(p)
 	}
 	_ = f.pods.Add(testPod())
-	f.c.onPodAdd(toPodInfo(testPod()))
+	f.c.onPodAdd(podinfo.Of(testPod()))
 	orphan := f.cached(desiredFor(testPod(func(p *corev1.Pod) { p.Name = "gone" })), "m-9", "3")
 	f.c.onMirrorAdd(orphan)
 	if n := f.c.queue.Len(); n != 0 {
@@ -278,7 +279,7 @@ func TestHandlersQueueNothingUntilWorkersRun(t *testing.T) {
 	f.sync("gone")
 	f.expectActions("create ns/web", "delete ns/gone")
 	// Another address than web's: a pod sharing it would queue web too.
-	f.c.onPodAdd(toPodInfo(testPod(func(p *corev1.Pod) {
+	f.c.onPodAdd(podinfo.Of(testPod(func(p *corev1.Pod) {
 		p.Name, p.Status.PodIP, p.Status.PodIPs = "late", "10.244.0.9", []corev1.PodIP{{IP: "10.244.0.9"}}
 	})))
 	if f.c.queue.Len() != 1 {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/kubeclient"
+	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/tracker"
 	"example.com/podtoip-controller/internal/trail"
 
@@ -116,7 +118,7 @@ func newFixture(t *testing.T) *fixture {
 		mirrorClient: f.client,
 		pods:         f.pods.Indexer,
 		mirrors:      f.mirrors,
-		queue:        workqueue.NewTypedRateLimitingQueue(newRateLimiter()),
+		queue:        workqueue.NewTypedRateLimitingQueue(kubeclient.NewRateLimiter[cache.ObjectName]()),
 		recorder:     f.recorder,
 		tracker:      tracker.New(),
 		authors:      newAuthors(),
@@ -280,26 +282,26 @@ func TestHandleErrRetriesTransientAndDropsPermanent(t *testing.T) {
 	if f.c.queue.NumRequeues(key) != 1 {
 		t.Fatalf("transient error not requeued")
 	}
-	for range maxPermanentRetries + 5 {
+	for range kubeclient.MaxPermanentRetries + 5 {
 		f.c.handleErr(f.ctx, apierrors.NewServiceUnavailable("down"), key)
 	}
-	if f.c.queue.NumRequeues(key) <= maxPermanentRetries {
+	if f.c.queue.NumRequeues(key) <= kubeclient.MaxPermanentRetries {
 		t.Errorf("transient errors stopped being retried after %d attempts", f.c.queue.NumRequeues(key))
 	}
 	f.c.queue.Forget(key)
 	invalid := apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "PodToIp"}, "web", nil)
-	for attempt := 1; attempt < maxPermanentRetries; attempt++ {
+	for attempt := 1; attempt < kubeclient.MaxPermanentRetries; attempt++ {
 		f.c.handleErr(f.ctx, invalid, key)
 		if n := f.c.queue.NumRequeues(key); n != attempt {
-			t.Fatalf("permanent error after attempt %d: requeues = %d, want %d (retried until attempt %d)", attempt, n, attempt, maxPermanentRetries)
+			t.Fatalf("permanent error after attempt %d: requeues = %d, want %d (retried until attempt %d)", attempt, n, attempt, kubeclient.MaxPermanentRetries)
 		}
 	}
 	f.c.handleErr(f.ctx, invalid, key)
 	if n := f.c.queue.NumRequeues(key); n != 0 {
-		t.Errorf("permanent error still retried after attempt %d (requeues=%d), want dropped", maxPermanentRetries, n)
+		t.Errorf("permanent error still retried after attempt %d (requeues=%d), want dropped", kubeclient.MaxPermanentRetries, n)
 	}
-	if maxPermanentRetries != 15 {
-		t.Errorf("maxPermanentRetries = %d; the README promises 15 attempts", maxPermanentRetries)
+	if kubeclient.MaxPermanentRetries != 15 {
+		t.Errorf("kubeclient.MaxPermanentRetries = %d; the README promises 15 attempts", kubeclient.MaxPermanentRetries)
 	}
 	f.c.handleErr(f.ctx, nil, key)
 	if f.c.queue.NumRequeues(key) != 0 {
@@ -311,22 +313,22 @@ func TestUpdatePodFiltersIrrelevantChanges(t *testing.T) {
 	f := newFixture(t)
 	old := testPod()
 	same := old.DeepCopy() // resync: same resourceVersion
-	f.c.onPodUpdate(toPodInfo(old), toPodInfo(same))
+	f.c.onPodUpdate(podinfo.Of(old), podinfo.Of(same))
 	labels := old.DeepCopy()
 	labels.ResourceVersion = "11"
 	labels.Labels = map[string]string{"a": "b"}
-	f.c.onPodUpdate(toPodInfo(old), toPodInfo(labels))
+	f.c.onPodUpdate(podinfo.Of(old), podinfo.Of(labels))
 	if f.c.queue.Len() != 0 {
 		t.Fatalf("irrelevant updates were queued: %d", f.c.queue.Len())
 	}
 	ip := old.DeepCopy()
 	ip.ResourceVersion = "12"
 	ip.Status.PodIP = "10.1.1.1"
-	f.c.onPodUpdate(toPodInfo(old), toPodInfo(ip))
+	f.c.onPodUpdate(podinfo.Of(old), podinfo.Of(ip))
 	if f.c.queue.Len() != 1 {
 		t.Fatalf("IP change was not queued")
 	}
-	f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toPodInfo(old)})
+	f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: podinfo.Of(old)})
 	if f.c.queue.Len() != 1 { // same key, deduplicated
 		t.Errorf("queue length = %d, want 1", f.c.queue.Len())
 	}
@@ -350,9 +352,9 @@ func TestDeleteHandlersUnwrapTombstones(t *testing.T) {
 	}
 
 	f := newFixture(t)
-	f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: toPodInfo(testPod())})
+	f.c.onPodDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: podinfo.Of(testPod())})
 	takeKey(f)
-	f.c.onPodDelete(toPodInfo(testPod()))
+	f.c.onPodDelete(podinfo.Of(testPod()))
 	takeKey(f)
 
 	f = newFixture(t)
@@ -370,7 +372,7 @@ func TestDeleteHandlersUnwrapTombstones(t *testing.T) {
 }
 
 // TestWhichErrorsArePermanent pins which failures drop a key after
-// maxPermanentRetries attempts (the API server refused the object itself:
+// kubeclient.MaxPermanentRetries attempts (the API server refused the object itself:
 // repeating the same write cannot succeed) and which are retried for as
 // long as they last (dropping them would leave a mirror stale until its pod
 // changes again).
@@ -407,25 +409,6 @@ func TestWhichErrorsArePermanent(t *testing.T) {
 	}
 }
 
-// TestRetryBackoff pins the per-pod backoff of a failing key: 5 ms,
-// doubling at each failure, capped at 30 s, and back to 5 ms once it
-// succeeds.
-func TestRetryBackoff(t *testing.T) {
-	rl := newRateLimiter()
-	key := cache.ObjectName{Namespace: "ns", Name: "web"}
-	want := 5 * time.Millisecond
-	for i := range 20 {
-		if got := rl.When(key); got != want {
-			t.Fatalf("failure %d: retry after %v, want %v", i+1, got, want)
-		}
-		want = min(2*want, 30*time.Second)
-	}
-	rl.Forget(key)
-	if got := rl.When(key); got != 5*time.Millisecond {
-		t.Errorf("after a success, the next failure waits %v, want 5ms", got)
-	}
-}
-
 // deadlineMirrors records the deadline of each call's context.
 type deadlineMirrors struct {
 	*fakeMirrors
@@ -451,7 +434,7 @@ func (n *deadlineNS) Create(ctx context.Context, obj *PodToIp, opts metav1.Creat
 }
 
 // TestWorkerBoundsEachReconcile checks that a reconcile's API calls carry a
-// deadline of syncTimeout (30 s): a call on a dead connection is cut then,
+// deadline of kubeclient.SyncTimeout (30 s): a call on a dead connection is cut then,
 // and the worker takes the next key, even while the process drains.
 func TestWorkerBoundsEachReconcile(t *testing.T) {
 	f := newFixture(t)
@@ -462,10 +445,10 @@ func TestWorkerBoundsEachReconcile(t *testing.T) {
 	if !f.c.processNextWorkItem(f.ctx, context.WithoutCancel(f.ctx)) {
 		t.Fatal("the worker stopped")
 	}
-	if len(d.deadlines) != 1 || d.deadlines[0] <= syncTimeout-5*time.Second || d.deadlines[0] > syncTimeout {
-		t.Errorf("the create's deadline was %v from the call, want %v", d.deadlines, syncTimeout)
+	if len(d.deadlines) != 1 || d.deadlines[0] <= kubeclient.SyncTimeout-5*time.Second || d.deadlines[0] > kubeclient.SyncTimeout {
+		t.Errorf("the create's deadline was %v from the call, want %v", d.deadlines, kubeclient.SyncTimeout)
 	}
-	if syncTimeout != 30*time.Second {
-		t.Errorf("syncTimeout = %v; docs/flags.md promises 30 s", syncTimeout)
+	if kubeclient.SyncTimeout != 30*time.Second {
+		t.Errorf("kubeclient.SyncTimeout = %v; docs/flags.md promises 30 s", kubeclient.SyncTimeout)
 	}
 }

@@ -12,24 +12,26 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/kubeclient"
+	"example.com/podtoip-controller/internal/podinfo"
 )
 
 // newPodInformer builds the pod informer. Its cache keys pods by
 // namespace/name only (the controller never lists by namespace, so it needs
 // no namespace index; the pod handlers keep the index by address, see
-// conflicts.HolderIndex) and holds podInfo, not Pods.
+// conflicts.HolderIndex) and holds podinfo.Pod records, not Pods.
 //
 // progress follows what the informer is given, for the history's proof of
-// how far it has seen (see watchProgress); nil leaves it out.
-func newPodInformer(kube kubernetes.Interface, namespace string, progress *watchProgress) (cache.SharedIndexInformer, error) {
+// how far it has seen (see history.Progress); nil leaves it out.
+func newPodInformer(kube kubernetes.Interface, namespace string, progress *history.Progress) (cache.SharedIndexInformer, error) {
 	pods := kube.CoreV1().Pods(namespace)
-	return newInformer(kube, progress.wrap(&cache.ListWatch{
+	return newInformer(kube, progress.Wrap(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return pods.List(ctx, opts)
 		},
 		WatchFuncWithContext: pods.Watch,
-	}), &corev1.Pod{}, slimPod, nil)
+	}), &corev1.Pod{}, podinfo.Slim, nil)
 }
 
 // newMirrorInformer builds the PodToIp informer on the hand-written client.

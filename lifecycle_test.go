@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
+
+	"example.com/podtoip-controller/internal/podinfo"
 )
 
 // memoryLW serves a fixed list and hands out watches the test can feed.
@@ -75,7 +77,7 @@ func TestControllerRunStopsEverything(t *testing.T) {
 	podsLW := newMemoryLW(&corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Pod{*testPod()}})
 	mirrorsLW := newMemoryLW(&PodToIpList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}})
 	pods := cache.NewSharedIndexInformer(podsLW, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	if err := pods.SetTransform(slimPod); err != nil {
+	if err := pods.SetTransform(podinfo.Slim); err != nil {
 		t.Fatal(err)
 	}
 	mirrorInf := cache.NewSharedIndexInformer(mirrorsLW, &PodToIp{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})

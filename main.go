@@ -47,7 +47,7 @@ const (
 	exitUsage   = 2 // invalid flags
 )
 
-// podToIpCRD is what the startup checks and the access tracker say about
+// podToIpCRD is what the startup checks and the access monitor say about
 // the PodToIp API when it is missing or refused.
 var podToIpCRD = access.CRD{
 	Kind:         "PodToIp",
@@ -196,13 +196,13 @@ func run(ctx context.Context, o options) error {
 }
 
 // clients are the process's connections to the API server. They share one
-// HTTP client, so one connection, one rate limiter and one access tracker.
+// HTTP client, so one connection, one rate limiter and one access monitor.
 type clients struct {
 	config  *kubeclient.Config
-	tracker *access.Tracker
+	monitor *access.Monitor
 	kube    kubernetes.Interface
 	mirrors *Client
-	history *historyClient
+	history *history.Client
 }
 
 // newClients loads the client configuration and builds the clients on it.
@@ -213,8 +213,8 @@ func newClients(ctx context.Context, o options) (*clients, error) {
 	}
 	cfg := cc.Config
 	kubeclient.Options{UserAgent: controllerName + "/" + buildVersion(), QPS: o.qps, Burst: o.burst, Compression: o.compression}.Apply(cfg)
-	tracker := access.NewTracker(ctx, podToIpCRD, "pods", "podtoips")
-	cfg.Wrap(tracker.Wrap)
+	monitor := access.NewMonitor(ctx, podToIpCRD, "pods", "podtoips")
+	cfg.Wrap(monitor.Wrap)
 
 	kubeclient.DefaultHTTP2HealthCheck()
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -233,11 +233,11 @@ func newClients(ctx context.Context, o options) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	histories, err := newHistoryClient(cfg, httpClient, writeHTTP)
+	histories, err := history.NewClient(cfg, httpClient, writeHTTP, fieldManager)
 	if err != nil {
 		return nil, err
 	}
-	return &clients{config: cc, tracker: tracker, kube: kube, mirrors: mirrors, history: histories}, nil
+	return &clients{config: cc, monitor: monitor, kube: kube, mirrors: mirrors, history: histories}, nil
 }
 
 // probes are what the health probes read, shared with leader election.
@@ -251,7 +251,7 @@ type probes struct {
 // process waiting for the API server, the CRD or its permissions is alive,
 // not ready, and its /readyz says why.
 func startServing(ctx context.Context, o options, c *clients) (*probes, error) {
-	p := &probes{health: &serving.Health{Access: c.tracker.Check}}
+	p := &probes{health: &serving.Health{Access: c.monitor.Check}}
 	if o.leader.Enabled {
 		p.adaptor = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 		p.health.Election, p.health.Leading = p.adaptor, p.leading.Load
@@ -302,9 +302,9 @@ func metricsEndpoint(ctx context.Context, o options, c *clients) (http.Handler, 
 // runController builds the informers and the controller, warms the caches
 // on every replica, and runs the workers here, or only on the leader.
 func runController(ctx context.Context, o options, c *clients, p *probes) error {
-	var progress *watchProgress
+	var progress *history.Progress
 	if o.historyRetention > 0 {
-		progress = &watchProgress{}
+		progress = &history.Progress{}
 	}
 	podInformer, err := newPodInformer(c.kube, o.namespace, progress)
 	if err != nil {
@@ -323,8 +323,8 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	inf := Informers{Pods: podInformer, Mirrors: mirrorInformer, Nodes: nodes, IPAddresses: ipAddresses}
 	informers := []cache.SharedIndexInformer{podInformer, mirrorInformer}
 	if o.historyRetention > 0 {
-		inf.History = &HistoryConfig{Client: c.history, Retention: o.historyRetention, Namespace: o.namespace,
-			Progress: progress, Probe: podsVersion(c.kube, o.namespace), Writer: writerName()}
+		inf.History = &history.Config{Client: c.history, Retention: o.historyRetention, Namespace: o.namespace,
+			Progress: progress, Probe: podsVersion(c.kube, o.namespace), Writer: writerName(), Labels: managedLabels}
 	}
 	controller, err := NewController(ctx, c.mirrors, inf, recorder)
 	if err != nil {

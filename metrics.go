@@ -9,6 +9,8 @@ import (
 	// Registers client-go's metric hooks (REST client requests and latency,
 	// rate-limiter wait, workqueues, leader election) with legacyregistry.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+
+	"example.com/podtoip-controller/internal/history"
 )
 
 // The controller's own metrics, next to client-go's standard series.
@@ -35,11 +37,6 @@ var (
 			"With the admission policy (artifacts/policy.yaml) installed, only an identity it exempts can make such an edit.",
 		StabilityLevel: metrics.ALPHA,
 	})
-	historyWritesTotal = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: "podtoip", Subsystem: "controller", Name: "history_writes_total",
-		Help:           "Successful writes of IPHistory objects, by operation (create, update, delete): one when a hold starts or ends, or expires.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"operation"})
 	registerOnce sync.Once
 )
 
@@ -47,7 +44,8 @@ var (
 // controller's caches when scraped, so they can never drift from them.
 func registerMetrics(c *Controller) {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncsTotal, writesTotal, conflictsDetectedTotal, editsRevertedTotal, historyWritesTotal)
+		legacyregistry.MustRegister(syncsTotal, writesTotal, conflictsDetectedTotal, editsRevertedTotal)
+		history.RegisterMetrics()
 		legacyregistry.RawMustRegister(
 			metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Name: "admission_policy_bound",

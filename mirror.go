@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"example.com/podtoip-controller/internal/addr"
+	"example.com/podtoip-controller/internal/podinfo"
 )
 
 const (
@@ -29,19 +30,12 @@ const (
 // when the deletion is asked for. A pod whose deletion is final (Gone) is
 // gone already: its object goes next, and marking its mirror terminating
 // first would be a write for nothing.
-func wantsMirror(pod *podInfo) bool {
+func wantsMirror(pod *podinfo.Pod) bool {
 	return pod != nil &&
 		pod.PodIP != "" &&
 		pod.Phase != corev1.PodSucceeded &&
 		pod.Phase != corev1.PodFailed &&
 		!pod.Gone
-}
-
-// isTerminating reports whether pod's deletion has been asked for: it has a
-// deletionTimestamp and is only waiting for its grace period, or its
-// kubelet, to end.
-func isTerminating(pod *podInfo) bool {
-	return pod != nil && pod.DeletionTimestamp != nil
 }
 
 // isManaged reports whether the controller owns a PodToIp. It is decided by
@@ -56,7 +50,7 @@ func isManaged(m *mirrorInfo) bool {
 // with the cached mirror to decide whether anything must be written. Its
 // addresses are canonical (see addressesOf); a pod with an address that is
 // not an IP has no mirror, and the *invalidAddressError says which.
-func desiredMirror(pod *podInfo) (*PodToIp, error) {
+func desiredMirror(pod *podinfo.Pod) (*PodToIp, error) {
 	if !wantsMirror(pod) {
 		return nil, nil
 	}
@@ -80,14 +74,14 @@ func desiredMirror(pod *podInfo) (*PodToIp, error) {
 		PodIPv6:     addrs.v6,
 		NodeName:    pod.NodeName,
 		HostNetwork: pod.HostNetwork,
-		Terminating: isTerminating(pod),
+		Terminating: pod.Terminating(),
 	}, nil
 }
 
 // ownerRef makes the pod the mirror's controller. blockOwnerDeletion is left
 // unset: it would need extra permissions on pods and the mirror must never
 // hold up a pod's deletion.
-func ownerRef(pod *podInfo) metav1.OwnerReference {
+func ownerRef(pod *podinfo.Pod) metav1.OwnerReference {
 	isController := true
 	return metav1.OwnerReference{
 		APIVersion: "v1",
@@ -180,10 +174,10 @@ func applyDesired(have *mirrorInfo, want *PodToIp) *PodToIp {
 // event handler instead of costing a queue round trip. A pod turning
 // terminating changes its own mirror and, since it stops counting in
 // conflicts, those of the other holders of its addresses.
-func mirrorChanged(old, cur *podInfo) bool {
+func mirrorChanged(old, cur *podinfo.Pod) bool {
 	return old.UID != cur.UID ||
 		wantsMirror(old) != wantsMirror(cur) ||
-		isTerminating(old) != isTerminating(cur) ||
+		old.Terminating() != cur.Terminating() ||
 		old.NodeName != cur.NodeName ||
 		old.HostNetwork != cur.HostNetwork ||
 		old.PodIP != cur.PodIP ||
@@ -216,7 +210,7 @@ func (e *invalidAddressError) Error() string {
 // addressesOf returns the canonical addresses of pod, which must have an IP
 // (see wantsMirror), or an *invalidAddressError naming the first address
 // that does not parse.
-func addressesOf(pod *podInfo) (podAddresses, error) {
+func addressesOf(pod *podinfo.Pod) (podAddresses, error) {
 	var out podAddresses
 	primary, ok := addr.Canonical(pod.PodIP)
 	if !ok {

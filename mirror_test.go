@@ -19,18 +19,18 @@ import (
 	"k8s.io/utils/ptr"
 
 	"example.com/podtoip-controller/internal/conflicts"
-	"example.com/podtoip-controller/internal/slim"
+	"example.com/podtoip-controller/internal/podinfo"
 )
 
 // The tests describe pods as users see them; these adapters slim them the
 // way the pod informer does before handing them to the code under test.
-func desiredFor(p *corev1.Pod) *PodToIp      { return desiredOf(toPodInfo(p)) }
-func wantsMirrorFor(p *corev1.Pod) bool      { return wantsMirror(toPodInfo(p)) }
-func mirrorChangedFor(a, b *corev1.Pod) bool { return mirrorChanged(toPodInfo(a), toPodInfo(b)) }
+func desiredFor(p *corev1.Pod) *PodToIp      { return desiredOf(podinfo.Of(p)) }
+func wantsMirrorFor(p *corev1.Pod) bool      { return wantsMirror(podinfo.Of(p)) }
+func mirrorChangedFor(a, b *corev1.Pod) bool { return mirrorChanged(podinfo.Of(a), podinfo.Of(b)) }
 
 // desiredOf is desiredMirror without its error, which only says why a pod
 // with an invalid address has no mirror (nil).
-func desiredOf(p *podInfo) *PodToIp {
+func desiredOf(p *podinfo.Pod) *PodToIp {
 	m, _ := desiredMirror(p)
 	return m
 }
@@ -47,26 +47,26 @@ func newPodStore() podStore {
 }
 
 func (s podStore) Add(p *corev1.Pod) error {
-	info := toPodInfo(p)
-	s.holders.Move(info.holder(), nil, heldAddresses(info))
+	info := podinfo.Of(p)
+	s.holders.Move(info.Holder(), nil, heldAddresses(info))
 	return s.Indexer.Add(info)
 }
 
 func (s podStore) Update(p *corev1.Pod) error {
-	info := toPodInfo(p)
-	key := info.key()
+	info := podinfo.Of(p)
+	key := info.Key()
 	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
-		s.holders.Move(old.(*podInfo).holder(), heldAddresses(old.(*podInfo)), nil)
+		s.holders.Move(old.(*podinfo.Pod).Holder(), heldAddresses(old.(*podinfo.Pod)), nil)
 	}
-	s.holders.Move(info.holder(), nil, heldAddresses(info))
+	s.holders.Move(info.Holder(), nil, heldAddresses(info))
 	return s.Indexer.Update(info)
 }
 
 func (s podStore) Delete(p *corev1.Pod) error {
-	info := toPodInfo(p)
-	key := info.key()
+	info := podinfo.Of(p)
+	key := info.Key()
 	if old, ok, _ := s.Indexer.GetByKey(key.String()); ok {
-		s.holders.Move(old.(*podInfo).holder(), heldAddresses(old.(*podInfo)), nil)
+		s.holders.Move(old.(*podinfo.Pod).Holder(), heldAddresses(old.(*podinfo.Pod)), nil)
 	}
 	return s.Indexer.Delete(info)
 }
@@ -202,7 +202,7 @@ func TestDesiredMirrorAddresses(t *testing.T) {
 					p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
 				}
 			})
-			m, err := desiredMirror(toPodInfo(pod))
+			m, err := desiredMirror(podinfo.Of(pod))
 			if tc.invalid != "" {
 				var bad *invalidAddressError
 				if m != nil || !errors.As(err, &bad) || bad.field != tc.invalid {
@@ -318,6 +318,9 @@ func TestMirrorChanged(t *testing.T) {
 	}
 }
 
+// TestSlimPodKeepsWhatTheMirrorNeeds checks that a slimmed pod yields
+// exactly the mirror the full pod does; what the record keeps is tested
+// in internal/podinfo.
 func TestSlimPodKeepsWhatTheMirrorNeeds(t *testing.T) {
 	now := metav1.Now()
 	full := testPod(func(p *corev1.Pod) {
@@ -329,30 +332,15 @@ func TestSlimPodKeepsWhatTheMirrorNeeds(t *testing.T) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}}
 		p.Spec.HostNetwork = true
 	})
-	obj, err := slimPod(full)
+	obj, err := podinfo.Slim(full)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slim := obj.(*podInfo)
-	if slim.NodeName != "node-1" || slim.Phase != corev1.PodRunning || slim.PodIP != "10.244.0.5" ||
-		!slices.Equal(slim.PodIPs, []string{"10.244.0.5", "fd00::5"}) || !slim.HostNetwork {
-		t.Errorf("slim pod lost what the mirror needs: %+v", slim)
-	}
-	if slim.ResourceVersion != "10" || slim.UID.UID() != "uid-1" || slim.DeletionTimestamp == nil {
-		t.Errorf("slim pod lost metadata: %+v", slim)
-	}
-	// The slim pod must yield exactly the same mirror as the full one.
+	slim := obj.(*podinfo.Pod)
 	full.DeletionTimestamp = nil
 	slim.DeletionTimestamp = nil
 	if needsUpdate(toMirrorInfo(desiredOf(slim)), desiredFor(full)) {
 		t.Errorf("slim pod mirror %+v differs from full pod mirror %+v", desiredOf(slim), desiredFor(full))
-	}
-	if again, _ := slimPod(slim); again != any(slim) {
-		t.Errorf("slimPod(slim pod) = %v, want the same object", again)
-	}
-	// Tombstones and other objects pass through.
-	if got, _ := slimPod("other"); got != "other" {
-		t.Errorf("slimPod(non-pod) = %v", got)
 	}
 }
 
@@ -399,24 +387,6 @@ func TestSlimMirrorSharesButNeverLeaksCommonParts(t *testing.T) {
 	if got := obj.(*mirrorInfo).labels(); len(got) != 2 {
 		t.Errorf("labels = %v", got)
 	}
-}
-
-// A uid gives back exactly the UID it was made of, and two uids are equal
-// exactly when their UIDs are, whatever the text.
-func FuzzUID(f *testing.F) {
-	for _, s := range []string{"", "uid-1", "0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11", "0B7C1F5E-52D4-4C1E-9A43-3F1F1D2A6C11",
-		"00000000-0000-0000-0000-000000000000", "0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c1", "0b7c1f5e+52d4-4c1e-9a43-3f1f1d2a6c11"} {
-		f.Add(s, "0b7c1f5e-52d4-4c1e-9a43-3f1f1d2a6c11")
-	}
-	f.Fuzz(func(t *testing.T, a, b string) {
-		ua, ub := slim.ToUID(types.UID(a)), slim.ToUID(types.UID(b))
-		if ua.UID() != types.UID(a) || ub.UID() != types.UID(b) {
-			t.Fatalf("slim.ToUID(%q).UID() = %q, slim.ToUID(%q).UID() = %q", a, ua.UID(), b, ub.UID())
-		}
-		if (ua == ub) != (a == b) || ua.Is(types.UID(b)) != (a == b) || !ua.Is(types.UID(a)) {
-			t.Fatalf("uids of %q and %q: == %v, is %v", a, b, ua == ub, ua.Is(types.UID(b)))
-		}
-	})
 }
 
 // sameString reports whether a and b share their bytes: the point of
@@ -676,7 +646,7 @@ func FuzzDesiredMirror(f *testing.F) {
 			t.Fatalf("wantsMirror = %v, want %v for %+v", got, want, pod.Status)
 		}
 		address, wantIPs, v4, v6, parses := specAddresses(pod)
-		m, err := desiredMirror(toPodInfo(pod))
+		m, err := desiredMirror(podinfo.Of(pod))
 		if !reflect.DeepEqual(pod, before) {
 			t.Fatalf("desiredMirror modified the pod:\n%+v\n%+v", pod, before)
 		}
@@ -691,18 +661,18 @@ func FuzzDesiredMirror(f *testing.F) {
 		// The informer stores slim pods: they must yield the same mirror, and
 		// slimming twice (the informer may apply its transform again to an
 		// object it already holds) must change nothing.
-		slimObj, err := slimPod(pod)
+		slimObj, err := podinfo.Slim(pod)
 		if err != nil {
 			t.Fatal(err)
 		}
-		slim := slimObj.(*podInfo)
+		slim := slimObj.(*podinfo.Pod)
 		if !equivalentMirrors(desiredOf(slim), m) {
 			t.Fatalf("slim pod's mirror %+v differs from the full pod's %+v", desiredOf(slim), m)
 		}
-		if again, _ := slimPod(slim); again != any(slim) {
-			t.Fatal("slimPod is not idempotent")
+		if again, _ := podinfo.Slim(slim); again != any(slim) {
+			t.Fatal("podinfo.Slim is not idempotent")
 		}
-		if mirrorChanged(slim, toPodInfo(before)) {
+		if mirrorChanged(slim, podinfo.Of(before)) {
 			t.Fatal("slimming a pod counts as a mirror change")
 		}
 		if m == nil {
@@ -894,7 +864,7 @@ func FuzzApplyDesired(f *testing.F) {
 		if with := holders[hostNet>>2&3]; with != nil {
 			found = []conflicts.Conflict{{Address: podIP, Holders: with}}
 		}
-		want, err := desiredMirrorWith(toPodInfo(pod), found)
+		want, err := desiredMirrorWith(podinfo.Of(pod), found)
 		if _, _, _, _, ok := specAddresses(pod); !ok {
 			return // no mirror: nothing to apply
 		}

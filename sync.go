@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/conflicts"
+	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/slim"
 	"example.com/podtoip-controller/internal/tracker"
 	"example.com/podtoip-controller/internal/trail"
@@ -86,7 +87,7 @@ func (c *Controller) readMirror(key cache.ObjectName) (have *mirrorInfo, waiting
 // it shows. A pod with an address that is not an IP has none, and retrying
 // cannot help: the pod changing is what will, and that queues the key
 // again; it is reported once.
-func (c *Controller) desired(ctx context.Context, key cache.ObjectName, pod *podInfo) (*PodToIp, []conflicts.Conflict, error) {
+func (c *Controller) desired(ctx context.Context, key cache.ObjectName, pod *podinfo.Pod) (*PodToIp, []conflicts.Conflict, error) {
 	found, err := c.conflictsOf(key, pod)
 	if err != nil {
 		return nil, nil, err
@@ -106,7 +107,7 @@ func (c *Controller) desired(ctx context.Context, key cache.ObjectName, pod *pod
 
 // converge makes the cached mirror have what want says, writing only on a
 // difference; what a write that took effect entails follows it (done).
-func (c *Controller) converge(ctx context.Context, key cache.ObjectName, pod *podInfo, have *mirrorInfo, want *PodToIp, found []conflicts.Conflict, observed time.Time) error {
+func (c *Controller) converge(ctx context.Context, key cache.ObjectName, pod *podinfo.Pod, have *mirrorInfo, want *PodToIp, found []conflicts.Conflict, observed time.Time) error {
 	w := write{have: have, observed: observed}
 	var err error
 	switch {
@@ -149,7 +150,7 @@ type write struct {
 // done is everything a write that took effect entails, in one place: the
 // count, the trail line, the Warning event of an edit undone, and the
 // report of a conflict the write shows.
-func (c *Controller) done(ctx context.Context, pod *podInfo, w write, want *PodToIp, found []conflicts.Conflict) {
+func (c *Controller) done(ctx context.Context, pod *podinfo.Pod, w write, want *PodToIp, found []conflicts.Conflict) {
 	if w.wrote {
 		writesTotal.WithLabelValues(w.op).Inc()
 	}
@@ -184,7 +185,7 @@ func (c *Controller) done(ctx context.Context, pod *podInfo, w write, want *PodT
 
 // cachedPod returns the cached pod of key, or nil. The result is shared with
 // the cache and must not be modified.
-func (c *Controller) cachedPod(key cache.ObjectName) (*podInfo, error) {
+func (c *Controller) cachedPod(key cache.ObjectName) (*podinfo.Pod, error) {
 	obj, exists, err := c.pods.GetByKey(key.String())
 	if err != nil {
 		return nil, fmt.Errorf("reading pod %s from cache: %w", key, err)
@@ -192,7 +193,7 @@ func (c *Controller) cachedPod(key cache.ObjectName) (*podInfo, error) {
 	if !exists {
 		return nil, nil
 	}
-	return obj.(*podInfo), nil
+	return obj.(*podinfo.Pod), nil
 }
 
 // cachedMirror returns the cached PodToIp of key, or nil. The result is
@@ -313,7 +314,7 @@ func (c *Controller) policyBound() bool {
 // withHeldFrom adds to f when the pod uid's holds on the addresses it lets
 // go of began, as far as the history knows.
 func (c *Controller) withHeldFrom(f trail.Fields, letGo []string, uid types.UID) trail.Fields {
-	f.HeldFrom = c.history.heldFrom(letGo, uid)
+	f.HeldFrom = c.history.HeldFrom(letGo, uid)
 	return f
 }
 
@@ -332,11 +333,11 @@ func givenUp(was, is []string) []string {
 // edit of a mirror: a log line, a Warning event on the pod, and a count.
 // It names no editor: the mirror's managedFields are whatever the editor
 // sent; the API server's audit log knows who it was.
-func (c *Controller) reportReverted(ctx context.Context, pod *podInfo, have *mirrorInfo) {
+func (c *Controller) reportReverted(ctx context.Context, pod *podinfo.Pod, have *mirrorInfo) {
 	editsRevertedTotal.Inc()
 	klog.FromContext(ctx).Info("Reverted an edit of a PodToIp: it said what this controller had not written; PodToIps are written only by this controller", "resourceVersion", have.ResourceVersion)
 	if c.recorder != nil {
-		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonEditReverted,
+		c.recorder.Eventf(pod.Reference(), corev1.EventTypeWarning, reasonEditReverted,
 			"PodToIp %s/%s (resourceVersion %s) said what %s had not written; it rewrote it from the pod. The API server's audit log names who changed it. Only %s writes PodToIps: install its admission policy (artifacts/policy.yaml) to refuse such edits.",
 			pod.Namespace, pod.Name, have.ResourceVersion, controllerName, controllerName)
 	}
@@ -345,7 +346,7 @@ func (c *Controller) reportReverted(ctx context.Context, pod *podInfo, have *mir
 // reportForeign tells users, once per object, that a PodToIp under a pod's
 // name is not ours and is left alone; and each pod incarnation under that
 // name, by a Warning event.
-func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *podInfo, m *mirrorInfo) {
+func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, pod *podinfo.Pod, m *mirrorInfo) {
 	report := foreignReport{mirror: m.UID}
 	if pod != nil {
 		report.pod = pod.UID
@@ -356,7 +357,7 @@ func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, po
 			"podtoip", klog.KObj(m), "label", managedByLabel, "value", m.labels()[managedByLabel])
 	}
 	if pod != nil && (prev.mirror != m.UID || prev.pod != pod.UID) && c.recorder != nil {
-		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonNotManaged,
+		c.recorder.Eventf(pod.Reference(), corev1.EventTypeWarning, reasonNotManaged,
 			"PodToIp %s exists but is not managed by %s (label %s=%q); it is left unchanged. Delete it to let the controller mirror this pod.",
 			key, controllerName, managedByLabel, m.labels()[managedByLabel])
 	}
@@ -365,13 +366,13 @@ func (c *Controller) reportForeign(ctx context.Context, key cache.ObjectName, po
 // reportInvalidAddress tells users, once per pod incarnation, that the pod
 // gets no mirror because one of its addresses is not an IP: an event on the
 // pod and a log line.
-func (c *Controller) reportInvalidAddress(ctx context.Context, key cache.ObjectName, pod *podInfo, bad *invalidAddressError) {
+func (c *Controller) reportInvalidAddress(ctx context.Context, key cache.ObjectName, pod *podinfo.Pod, bad *invalidAddressError) {
 	if c.invalid.swap(key, pod.UID) == pod.UID {
 		return
 	}
 	klog.FromContext(ctx).Info("Not mirroring a pod whose address is not an IP address", "field", bad.field, "value", bad.value)
 	if c.recorder != nil {
-		c.recorder.Eventf(pod.reference(), corev1.EventTypeWarning, reasonInvalidAddress,
+		c.recorder.Eventf(pod.Reference(), corev1.EventTypeWarning, reasonInvalidAddress,
 			"%s %q is not an IP address; %s keeps no PodToIp for this pod, so it cannot be looked up by address, until its status holds valid IPs.",
 			bad.field, bad.value, controllerName)
 	}

@@ -8,7 +8,7 @@ import (
 
 // CRD names the custom resource the controller writes, and what to tell an
 // operator about it: the startup checks look for its API and permissions,
-// and the tracker notices when it is no longer served.
+// and the monitor notices when it is no longer served.
 type CRD struct {
 	// Kind names the API in messages ("the PodToIp API").
 	Kind         string

@@ -13,6 +13,14 @@
 // leaves the summary fields (holder, since, holds) current and the object
 // within its bound.
 //
+// It also has that writer, run by the controller's leader: the Historian
+// (historian.go), its queue of addresses and what the pod handlers saw;
+// the sync of one IPHistory (reconcile.go); the proof of how far the
+// history has seen (proof.go), with Progress following the pod informer
+// (progress.go); and the Client of the IPHistory API (apiclient.go). It
+// reads the pods through the controller's pod cache of podinfo.Pod
+// records (Pods).
+//
 // The object is a contract between the writer and its readers, spelled out
 // in docs/history.md and validated by the CRD in artifacts/crd.yaml; change
 // them together.

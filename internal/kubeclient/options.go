@@ -1,6 +1,9 @@
 package kubeclient
 
 import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -36,4 +39,13 @@ func (o Options) Apply(cfg *rest.Config) {
 	// Pods are read as protobuf: smaller and cheaper to decode than JSON.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+}
+
+// ListTimeout turns the server-side timeout of a list or watch into the
+// matching client-side one, as generated clients do.
+func ListTimeout(opts metav1.ListOptions) time.Duration {
+	if opts.TimeoutSeconds == nil {
+		return 0
+	}
+	return time.Duration(*opts.TimeoutSeconds) * time.Second
 }

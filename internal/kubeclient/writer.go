@@ -26,6 +26,9 @@ import (
 	"k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
+	sjson "sigs.k8s.io/json"
+
+	"example.com/podtoip-controller/internal/jsonscan"
 )
 
 // Writer sends the controller's writes of one resource of its group
@@ -343,4 +346,64 @@ func (b *ResponseBody) Release() {
 	}
 	b.Reset()
 	responseBodies.Put(b)
+}
+
+// Meta returns the metadata of the object a create or update responded
+// with (name, namespace, UID and resourceVersion; what a writer keeps of
+// its write): scanned by jsonscan, or, where it declines, decoded by
+// sigs.k8s.io/json, the rest skipped either way. Decoding the whole
+// response, managedFields included, would be the larger part of a write's
+// CPU.
+func (b *ResponseBody) Meta() (metav1.ObjectMeta, error) {
+	body := b.Bytes()
+	if len(body) == 0 {
+		return metav1.ObjectMeta{}, fmt.Errorf("empty response to a write")
+	}
+	if m, ok := scanWrittenMeta(body); ok {
+		return m, nil
+	}
+	var written struct {
+		Metadata struct {
+			Name            string    `json:"name"`
+			Namespace       string    `json:"namespace"`
+			UID             types.UID `json:"uid"`
+			ResourceVersion string    `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	// Case-sensitive, as the API machinery decodes.
+	if err := sjson.UnmarshalCaseSensitivePreserveInts(body, &written); err != nil {
+		return metav1.ObjectMeta{}, fmt.Errorf("decoding the response to a write: %w", err)
+	}
+	m := written.Metadata
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}, nil
+}
+
+// scanWrittenMeta reads the metadata of a written object with jsonscan,
+// skipping the rest; ok is false for anything it declines.
+func scanWrittenMeta(body []byte) (metav1.ObjectMeta, bool) {
+	var out metav1.ObjectMeta
+	c := jsonscan.New(body)
+	ok := c.Object(func(key []byte) bool {
+		if string(key) != "metadata" {
+			return c.Skip()
+		}
+		return c.Object(func(key []byte) (ok bool) {
+			var uid string
+			switch string(key) {
+			case "name":
+				out.Name, ok = c.Str()
+			case "namespace":
+				out.Namespace, ok = c.Str()
+			case "uid":
+				uid, ok = c.Str()
+				out.UID = types.UID(uid)
+			case "resourceVersion":
+				out.ResourceVersion, ok = c.Str()
+			default:
+				ok = c.Skip()
+			}
+			return ok
+		})
+	})
+	return out, ok && c.End()
 }

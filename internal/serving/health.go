@@ -15,7 +15,7 @@ import (
 // the CRD or permissions, instead of restarting it for not answering.
 type Health struct {
 	// Access names what keeps the running controller from working, such as
-	// refused permissions (see access.Tracker); nil: not checked.
+	// refused permissions (see access.Monitor); nil: not checked.
 	Access func() error
 	// Election is leader election's check of the lease renewals; nil
 	// without leader election.

@@ -19,10 +19,10 @@ import (
 	"k8s.io/klog/v2/ktesting"
 )
 
-// testTracker returns a tracker on a settable clock, logging into a buffer.
-func testTracker(t *testing.T) (*Tracker, *time.Time, func() string) {
+// testMonitor returns a monitor on a settable clock, logging into a buffer.
+func testMonitor(t *testing.T) (*Monitor, *time.Time, func() string) {
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
-	a := NewTracker(context.Background(), testCRD, "pods", "podtoips")
+	a := NewMonitor(context.Background(), testCRD, "pods", "podtoips")
 	a.logger = logger
 	now := time.Unix(1000, 0)
 	a.now = func() time.Time { return now }
@@ -41,8 +41,8 @@ func forbidden(t *testing.T, err *apierrors.StatusError, proto bool) *http.Respo
 	return &http.Response{StatusCode: http.StatusForbidden, Header: http.Header{"Content-Type": {ct}}, Body: io.NopCloser(bytes.NewReader(body))}
 }
 
-func TestAccessTracker(t *testing.T) {
-	a, now, _ := testTracker(t)
+func TestAccessMonitor(t *testing.T) {
+	a, now, _ := testMonitor(t)
 	req := func(method, url string) *http.Request { return httptest.NewRequest(method, url, nil) }
 
 	a.record(req("GET", "/api/v1/pods?watch=true"), respond(http.StatusOK))
@@ -73,12 +73,12 @@ func TestAccessTracker(t *testing.T) {
 	}
 }
 
-// TestAccessTrackerRejections runs real 403 bodies through the transport:
+// TestAccessMonitorRejections runs real 403 bodies through the transport:
 // the caller still reads each body whole, only the authorizer's refusal
 // makes readiness fail, and the others are counted by reason and logged
 // once per reason and call.
-func TestAccessTrackerRejections(t *testing.T) {
-	a, now, logs := testTracker(t)
+func TestAccessMonitorRejections(t *testing.T) {
+	a, now, logs := testMonitor(t)
 	var body []byte
 	var contentType string
 	rt := a.Wrap(roundTripFunc(func(*http.Request) (*http.Response, error) {
@@ -151,12 +151,12 @@ func TestAccessTrackerRejections(t *testing.T) {
 	}
 }
 
-// TestAccessTrackerUnreachable walks through an outage on a fake clock:
+// TestAccessMonitorUnreachable walks through an outage on a fake clock:
 // failures within the grace leave the controller ready, past it readiness
 // fails, and the first answer brings it back. Each transition is logged
 // once.
-func TestAccessTrackerUnreachable(t *testing.T) {
-	a, now, logs := testTracker(t)
+func TestAccessMonitorUnreachable(t *testing.T) {
+	a, now, logs := testMonitor(t)
 	refused := fmt.Errorf("dial tcp 127.0.0.1:6443: %w", syscall.ECONNREFUSED)
 	var fail bool
 	rt := a.Wrap(roundTripFunc(func(*http.Request) (*http.Response, error) {
@@ -211,7 +211,7 @@ func TestAccessTrackerUnreachable(t *testing.T) {
 
 	// A request sent before the last answer, failing now, dates the outage
 	// from that answer, not from when it was sent.
-	b, bnow, _ := testTracker(t)
+	b, bnow, _ := testMonitor(t)
 	slow := b.Wrap(roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		if r.URL.Path == "/slow" {
 			*bnow = bnow.Add(time.Minute) // an answer comes meanwhile
@@ -227,11 +227,11 @@ func TestAccessTrackerUnreachable(t *testing.T) {
 	}
 }
 
-// TestAccessTrackerCRDMissing: a 404 listing or watching podtoips means the
+// TestAccessMonitorCRDMissing: a 404 listing or watching podtoips means the
 // CRD is gone; readiness fails naming it, until podtoips work again. A 404
 // on one object is an ordinary answer.
-func TestAccessTrackerCRDMissing(t *testing.T) {
-	a, _, logs := testTracker(t)
+func TestAccessMonitorCRDMissing(t *testing.T) {
+	a, _, logs := testMonitor(t)
 	req := func(method, url string) *http.Request { return httptest.NewRequest(method, url, nil) }
 	a.record(req("DELETE", "/apis/example.com/v1/namespaces/ns/podtoips/p1"), respond(http.StatusNotFound))
 	a.record(req("PUT", "/apis/example.com/v1/namespaces/ns/podtoips/p1"), respond(http.StatusNotFound))

@@ -36,7 +36,7 @@ const (
 	rejectionLogQuiet = 5 * time.Minute
 )
 
-// Tracker follows what the API server says to the controller's calls,
+// Monitor follows what the API server says to the controller's calls,
 // for readiness and for the operator. It sits in the HTTP transport, so it
 // sees every request of every client in the process without each call site
 // having to report. It learns three things that make the controller
@@ -57,7 +57,7 @@ const (
 // deleted, ResourceQuota and admission webhooks refuse single writes for
 // reasons of their own. They are counted by reason and logged once per
 // kind and call, and leave readiness alone.
-type Tracker struct {
+type Monitor struct {
 	logger klog.Logger
 	crd    CRD
 	// watched lists the resources whose refusal makes the controller unready.
@@ -95,7 +95,7 @@ var apiRejectionsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 
 var registerOnce sync.Once
 
-// registerMetrics registers the tracker's metrics, once per process.
+// registerMetrics registers the monitor's metrics, once per process.
 func registerMetrics() {
 	registerOnce.Do(func() { legacyregistry.MustRegister(apiRejectionsTotal) })
 }
@@ -105,13 +105,13 @@ type denial struct {
 	at     time.Time
 }
 
-// NewTracker returns a tracker of the calls on resources (plural names, as
+// NewMonitor returns a monitor of the calls on resources (plural names, as
 // in URLs: the ones whose refusal makes the controller unready, crd's
 // among them), logging to ctx's logger. It registers its metric: the
-// tracker counts from the first request, before the controller exists.
-func NewTracker(ctx context.Context, crd CRD, resources ...string) *Tracker {
+// monitor counts from the first request, before the controller exists.
+func NewMonitor(ctx context.Context, crd CRD, resources ...string) *Monitor {
 	registerMetrics()
-	return &Tracker{
+	return &Monitor{
 		logger:   klog.FromContext(ctx),
 		crd:      crd,
 		watched:  resources,
@@ -123,7 +123,7 @@ func NewTracker(ctx context.Context, crd CRD, resources ...string) *Tracker {
 
 // Wrap returns a RoundTripper that records the outcome of each request,
 // for rest.Config.Wrap.
-func (a *Tracker) Wrap(rt http.RoundTripper) http.RoundTripper {
+func (a *Monitor) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		start := a.now()
 		resp, err := rt.RoundTrip(req)
@@ -145,7 +145,7 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // unreachable notes a request, started at start, that got no answer.
-func (a *Tracker) unreachable(start time.Time, err error) {
+func (a *Monitor) unreachable(start time.Time, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.failingSince.IsZero() {
@@ -162,7 +162,7 @@ func (a *Tracker) unreachable(start time.Time, err error) {
 }
 
 // reportUnreachableLocked logs the outage once it has lasted past the grace.
-func (a *Tracker) reportUnreachableLocked() {
+func (a *Monitor) reportUnreachableLocked() {
 	if a.failingSince.IsZero() || a.unreachableReported {
 		return
 	}
@@ -174,7 +174,7 @@ func (a *Tracker) reportUnreachableLocked() {
 }
 
 // reached notes that the server answered a request.
-func (a *Tracker) reached() {
+func (a *Monitor) reached() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.lastContact = a.now()
@@ -189,7 +189,7 @@ func (a *Tracker) reached() {
 
 // record notes a refusal, a rejection or a missing API, or clears them when
 // the same call succeeds.
-func (a *Tracker) record(req *http.Request, resp *http.Response) {
+func (a *Monitor) record(req *http.Request, resp *http.Response) {
 	resource, name := parsePath(req.URL.Path)
 	if !slices.Contains(a.watched, resource) {
 		return
@@ -214,7 +214,7 @@ func (a *Tracker) record(req *http.Request, resp *http.Response) {
 	}
 }
 
-func (a *Tracker) allowed(op, resource string) {
+func (a *Monitor) allowed(op, resource string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, was := a.denied[op]; was {
@@ -227,7 +227,7 @@ func (a *Tracker) allowed(op, resource string) {
 	}
 }
 
-func (a *Tracker) refused(op string, code int) {
+func (a *Monitor) refused(op string, code int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, was := a.denied[op]
@@ -240,7 +240,7 @@ func (a *Tracker) refused(op string, code int) {
 
 // rejection counts a 403 that is not about permissions and logs the first
 // of each episode.
-func (a *Tracker) rejection(reason, verb, resource, msg string) {
+func (a *Monitor) rejection(reason, verb, resource, msg string) {
 	apiRejectionsTotal.WithLabelValues(reason, verb, resource).Inc()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -268,7 +268,7 @@ func (a *Tracker) rejection(reason, verb, resource, msg string) {
 	}
 }
 
-func (a *Tracker) missingAPI(op string) {
+func (a *Monitor) missingAPI(op string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.apiMissing {
@@ -281,7 +281,7 @@ func (a *Tracker) missingAPI(op string) {
 
 // Check returns an error naming what keeps the controller from working, or
 // nil: for readiness.
-func (a *Tracker) Check() error {
+func (a *Monitor) Check() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var problems []string

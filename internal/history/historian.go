@@ -1,12 +1,10 @@
-package main
+package history
 
 import (
 	"context"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,18 +18,20 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/addr"
 	"example.com/podtoip-controller/internal/conflicts"
-	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/kubeclient"
+	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/slim"
 )
 
-// historian keeps an IPHistory for every address a pod holds or held within
-// the retention window (internal/history): the answer to "who had this IP
-// at 14:05?". Its key is the address; what it compares is the holders the
-// pod cache shows (the holder index: live pods that are not hostNetwork)
+// Historian keeps an IPHistory for every address a pod holds or held within
+// the retention window: the answer to "who had this IP at 14:05?". Its
+// key is the address; what it compares is the holders the pod cache shows (the holder index: live pods that are not hostNetwork)
 // with the open holds of the IPHistory, and it writes only when a hold
 // starts or ends, or expires. Like the mirrors, it is written by the
 // leader alone.
@@ -39,17 +39,21 @@ import (
 // It keeps no informer of IPHistories. Only the leader writes them (the
 // shipped admission policy refuses everyone else), so what they hold is
 // what it wrote: it lists them once when it starts to lead, keeps a
-// history.Record of each (a fraction of the object, see Record) updated
-// from its own writes, and sends each change as a JSON patch that the
-// API server applies only to the version it recorded. A write that finds
+// Record of each (a fraction of the object) updated from its own writes,
+// and sends each change as a JSON patch that the API server applies only
+// to the version it recorded. A write that finds
 // another version (an edit the policy did not stop, a previous leader's
 // last write) reads the object again and retries. A watch would add a
 // decoded copy of every write it makes, and the API server's work to send
 // it, to learn nothing.
-type historian struct {
-	client    historyWriter
-	pods      cache.Indexer
-	holders   *conflicts.HolderIndex
+type Historian struct {
+	client  API
+	pods    cache.Indexer // of *podinfo.Pod
+	holders *conflicts.HolderIndex
+	// held returns the addresses a pod holds (see Pods).
+	held func(*podinfo.Pod) []string
+	// labels are the labels of the objects it writes.
+	labels    map[string]string
 	queue     workqueue.TypedRateLimitingInterface[string]
 	retention time.Duration
 	// namespace scopes the holds this controller opens and closes ("":
@@ -59,7 +63,7 @@ type historian struct {
 	namespace string
 	// progress and probe prove how far the pod handlers have seen (see
 	// prove); writer names this controller in the coverage.
-	progress *watchProgress
+	progress *Progress
 	probe    func(context.Context) (string, error)
 	writer   string
 	now      func() time.Time
@@ -79,17 +83,17 @@ type historian struct {
 	// records maps an IPHistory's name to what was last written to it,
 	// while leading; stale names those whose write had an unknown outcome
 	// and could not be read back: they are read before the next write.
-	records map[string]history.Record
+	records map[string]Record
 	stale   map[string]bool
 	// since is when this leader's handlers started noting changes: the
 	// earliest time its coverage can start.
 	since time.Time
 	// epoch is the pod informer's list this leader's coverage interval
-	// started after (watchProgress.epoch): a relist, after its watch broke
+	// started after (Progress.epoch): a relist, after its watch broke
 	// off, ends the interval, as pods may have come and gone unseen.
 	epoch uint64
 	// coverage is the coverage object as last read or written.
-	coverage *history.IPHistoryCoverage
+	coverage *IPHistoryCoverage
 	// probes are the last reads of the pods' resourceVersion, oldest
 	// first: a change of a later resourceVersion happened after the
 	// read's time, which bounds when a change seen late happened.
@@ -129,33 +133,87 @@ func expiryCheck(retention time.Duration) time.Duration {
 	return min(time.Minute, max(retention/2, time.Second))
 }
 
-func newHistorian(hc *HistoryConfig, pods cache.Indexer, holders *conflicts.HolderIndex) *historian {
-	return &historian{
-		client:           hc.Client,
-		pods:             pods,
-		holders:          holders,
-		retention:        hc.Retention,
-		namespace:        hc.Namespace,
-		progress:         hc.Progress,
-		probe:            hc.Probe,
-		writer:           hc.Writer,
+// Config is what the history of addresses needs: the IPHistory calls, and
+// how long a closed hold is kept.
+type Config struct {
+	Client    API
+	Retention time.Duration
+	// Namespace is the namespace whose pods' holds the controller keeps
+	// ("": every namespace), as its pod informer's.
+	Namespace string
+	// Progress follows the pod informer and Probe reads the pods' current
+	// resourceVersion (a consistent one-item list): with them the history
+	// proves how far it has seen (Historian.prove).
+	Progress *Progress
+	Probe    func(context.Context) (string, error)
+	// Writer names this controller in the coverage it records.
+	Writer string
+	// Labels are the labels of the objects it writes (managed-by); never
+	// modified.
+	Labels map[string]string
+}
+
+// Pods is what the history reads of the pods, all of it kept by the
+// controller's pod informer and its handlers.
+type Pods struct {
+	// Cache is the pod informer's cache, of *podinfo.Pod.
+	Cache cache.Indexer
+	// Holders is the holder index the pod handlers keep.
+	Holders *conflicts.HolderIndex
+	// Held returns the canonical addresses a pod holds (nil if it holds
+	// none: no address, finished, hostNetwork), a terminating pod's
+	// included: the index's.
+	Held func(*podinfo.Pod) []string
+	// Listed reports whether the pod handlers have had the informer's
+	// initial list.
+	Listed func() bool
+}
+
+// NewHistorian builds the history's writer of cfg on pods; Run starts it.
+func NewHistorian(cfg *Config, pods Pods) *Historian {
+	return &Historian{
+		client:           cfg.Client,
+		pods:             pods.Cache,
+		holders:          pods.Holders,
+		held:             pods.Held,
+		listed:           pods.Listed,
+		labels:           cfg.Labels,
+		retention:        cfg.Retention,
+		namespace:        cfg.Namespace,
+		progress:         cfg.Progress,
+		probe:            cfg.Probe,
+		writer:           cfg.Writer,
 		now:              time.Now,
-		records:          map[string]history.Record{},
+		records:          map[string]Record{},
 		stale:            map[string]bool{},
 		unproven:         map[string]bool{},
 		seen:             map[string]map[slim.UID]seenAt{},
 		terminatingSince: map[slim.UID]time.Time{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBaseDelay, retryMaxDelay),
+			kubeclient.NewRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "iphistory"}),
 	}
 }
 
-// moved queues the addresses whose holds a pod change starts or ends, and
+// writesTotal counts the history's writes, next to the controller's own
+// metrics (RegisterMetrics).
+var writesTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+	Namespace: "podtoip", Subsystem: "controller", Name: "history_writes_total",
+	Help:           "Successful writes of IPHistory objects, by operation (create, update, delete): one when a hold starts or ends, or expires.",
+	StabilityLevel: metrics.ALPHA,
+}, []string{"operation"})
+
+// RegisterMetrics registers the history's metrics with legacyregistry,
+// where the controller registers its own; once per process.
+func RegisterMetrics() {
+	legacyregistry.MustRegister(writesTotal)
+}
+
+// Moved queues the addresses whose holds a pod change starts or ends, and
 // notes when: those old held (was) and cur no longer holds (is), those cur
 // gained, or all of them when old and cur are two incarnations of the pod
 // (nil: no pod before, or none after).
-func (h *historian) moved(old, cur *podInfo, was, is []string) {
+func (h *Historian) Moved(old, cur *podinfo.Pod, was, is []string) {
 	if !h.noting() {
 		return
 	}
@@ -203,91 +261,10 @@ func (h *historian) moved(old, cur *podInfo, was, is []string) {
 	}
 }
 
-// provenUntil returns how far the coverage goes: every change made before
-// it was seen and written, so one not written yet happened after it (zero:
-// nothing is proven, and a hold's own start is the bound).
-func (h *historian) provenUntil() time.Time {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t, _ := history.CoveredUntil(h.coverage)
-	return t
-}
-
-// probePoint is a read of the pods' resourceVersion, and when it was made
-// (before the request was sent).
-type probePoint struct {
-	rv uint64
-	at time.Time
-}
-
-// probeEvery is how often the leader reads the pods' resourceVersion: the
-// finer, the tighter the bound on a change seen late, and the sooner the
-// coverage can be extended. Each read is one list of one pod, from the
-// API server's watch cache.
-const probeEvery = 2 * time.Second
-
-// maxProbes bounds the reads kept: a change seen later than that is
-// bounded by the oldest, which is still true, only looser.
-const maxProbes = 128
-
-// lagTolerance is how long after the last read before it a change may be
-// seen and still count as seen as it happened: the probes' period, twice
-// (one may be late), and a second for the watch's usual delay.
-const lagTolerance = 2*probeEvery + time.Second
-
-// probeNow reads the pods' resourceVersion and keeps it.
-func (h *historian) probeNow(ctx context.Context) (probePoint, error) {
-	at := h.now()
-	s, err := h.probe(ctx)
-	if err != nil {
-		return probePoint{}, fmt.Errorf("reading the pods' resourceVersion: %w", err)
-	}
-	rv, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return probePoint{}, fmt.Errorf("the pods' resourceVersion %q is not a number", s)
-	}
-	p := probePoint{rv: rv, at: at}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.probes) == maxProbes {
-		h.probes = slices.Delete(h.probes, 0, 1)
-	}
-	h.probes = append(h.probes, p)
-	return p, nil
-}
-
-// changedAfter returns when the change of resourceVersion rv, seen at now,
-// happened after at the latest, if that is more than lagTolerance before
-// now; zero if it was seen as it happened. The bound is the last read of
-// the pods' resourceVersion that came before the change (the change's
-// version is later): a pod watch that lagged, or a relist after a stretch
-// of lost watches, delivers changes late, and their hold's start or end is
-// then stated as the interval it is, not as the time it was seen. A change
-// older than every read kept is bounded by nothing: the zero time, which
-// a hold's own start then replaces.
-func (h *historian) changedAfter(rv string, now time.Time) time.Time {
-	v, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	i := sort.Search(len(h.probes), func(i int) bool { return h.probes[i].rv >= v })
-	switch {
-	case i == 0 && len(h.probes) > 0:
-		return time.Unix(0, 0) // before every read kept: no bound
-	case i == 0:
-		return time.Time{} // no read yet: nothing to tell by
-	case now.Sub(h.probes[i-1].at) <= lagTolerance:
-		return time.Time{}
-	}
-	return h.probes[i-1].at
-}
-
-// terminating notes that pod began terminating while holding addrs: its
+// Terminating notes that pod began terminating while holding addrs: its
 // holds stay open until it is gone or finished, and then say that they
 // ended between the two.
-func (h *historian) terminating(pod *podInfo, addrs []string) {
+func (h *Historian) Terminating(pod *podinfo.Pod, addrs []string) {
 	if !h.noting() || len(addrs) == 0 {
 		return
 	}
@@ -301,7 +278,7 @@ func (h *historian) terminating(pod *podInfo, addrs []string) {
 
 // terminated returns when the pod uid was seen to begin terminating (zero
 // if not), and forgets it if forget is set.
-func (h *historian) terminated(uid slim.UID, forget bool) time.Time {
+func (h *Historian) terminated(uid slim.UID, forget bool) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.terminatingSince[uid]
@@ -313,7 +290,7 @@ func (h *historian) terminated(uid slim.UID, forget bool) time.Time {
 
 // noting reports whether the pod handlers note what they see: on the
 // leader, and on a standby once the initial list is in.
-func (h *historian) noting() bool {
+func (h *Historian) noting() bool {
 	return h != nil && (h.active.Load() || h.listed != nil && h.listed())
 }
 
@@ -325,7 +302,7 @@ const standbyKeep = 2 * time.Minute
 
 // saw records a change of pod's hold on addr and, on the leader, queues
 // addr.
-func (h *historian) saw(addr string, pod *podInfo, set func(*seenAt)) {
+func (h *Historian) saw(addr string, pod *podinfo.Pod, set func(*seenAt)) {
 	h.mu.Lock()
 	byPod := h.seen[addr]
 	if byPod == nil {
@@ -349,7 +326,7 @@ func (h *historian) saw(addr string, pod *podInfo, set func(*seenAt)) {
 }
 
 // pruneSeen drops, on a standby, what it saw before before; h.mu is held.
-func (h *historian) pruneSeen(before time.Time) {
+func (h *Historian) pruneSeen(before time.Time) {
 	for a, byPod := range h.seen {
 		for uid, s := range byPod {
 			if s.start.Before(before) && s.end.Before(before) {
@@ -363,7 +340,7 @@ func (h *historian) pruneSeen(before time.Time) {
 }
 
 // seenOf returns a copy of what was seen of addr since its last reconcile.
-func (h *historian) seenOf(addr string) map[slim.UID]seenAt {
+func (h *Historian) seenOf(addr string) map[slim.UID]seenAt {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return maps.Clone(h.seen[addr])
@@ -371,7 +348,7 @@ func (h *historian) seenOf(addr string) map[slim.UID]seenAt {
 
 // forgetSeen drops what a reconcile of addr recorded, keeping what was
 // seen since it read them.
-func (h *historian) forgetSeen(addr string, used map[slim.UID]seenAt) {
+func (h *Historian) forgetSeen(addr string, used map[slim.UID]seenAt) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for uid, s := range used {
@@ -389,7 +366,7 @@ func (h *historian) forgetSeen(addr string, used map[slim.UID]seenAt) {
 }
 
 // record returns what was last written to the IPHistory name.
-func (h *historian) record(name string) (history.Record, bool) {
+func (h *Historian) record(name string) (Record, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r, ok := h.records[name]
@@ -397,7 +374,7 @@ func (h *historian) record(name string) (history.Record, bool) {
 }
 
 // setRecord keeps r as what was written to name; ok false forgets it.
-func (h *historian) setRecord(name string, r history.Record, ok bool) {
+func (h *Historian) setRecord(name string, r Record, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ok {
@@ -408,21 +385,21 @@ func (h *historian) setRecord(name string, r history.Record, ok bool) {
 }
 
 // load lists every IPHistory, a page at a time, and keeps its Record.
-func (h *historian) load(ctx context.Context) error {
-	records := map[string]history.Record{}
+func (h *Historian) load(ctx context.Context) error {
+	records := map[string]Record{}
 	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return h.client.List(ctx, opts)
 	})
 	p.PageSize = historyPageSize
 	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		o := obj.(*history.IPHistory)
-		records[o.Name] = history.RecordOf(o)
+		o := obj.(*IPHistory)
+		records[o.Name] = RecordOf(o)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("listing IPHistories: %w", err)
 	}
-	name := history.CoverageName(h.namespace)
+	name := CoverageName(h.namespace)
 	cov, err := h.client.GetCoverage(ctx, name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -441,10 +418,10 @@ func (h *historian) load(ctx context.Context) error {
 // rather than decoded whole.
 const historyPageSize = 500
 
-// run reconciles addresses with workers until ctx ends, once it has read
+// Run reconciles addresses with workers until ctx ends, once it has read
 // the IPHistories and the coverage; inflight is the context of the API
-// calls (see RunLeading).
-func (h *historian) run(ctx, inflight context.Context, workers int) {
+// calls (the controller's RunLeading).
+func (h *Historian) Run(ctx, inflight context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	// Leading from here: the pod handlers note what they see while the
 	// records are read, so a pod that gets an address meanwhile has its
@@ -486,11 +463,11 @@ func (h *historian) run(ctx, inflight context.Context, workers int) {
 	clear(h.seen)
 	clear(h.unproven)
 	clear(h.terminatingSince)
-	h.records, h.stale, h.coverage, h.probes = map[string]history.Record{}, map[string]bool{}, nil, nil
+	h.records, h.stale, h.coverage, h.probes = map[string]Record{}, map[string]bool{}, nil, nil
 	h.mu.Unlock()
 }
 
-// loadRetry is how long the historian waits before listing the
+// loadRetry is how long the Historian waits before listing the
 // IPHistories again after a failed list.
 const loadRetry = 5 * time.Second
 
@@ -501,7 +478,7 @@ const loadRetry = 5 * time.Second
 // pod handlers saw nothing of it), bounded by how far the coverage went.
 // Until they are written, nothing more is proven. Addresses in sync queue
 // nothing, so a restart writes nothing.
-func (h *historian) activate() {
+func (h *Historian) activate() {
 	h.active.Store(true)
 	open := map[string][]slim.UID{} // the open holds, by address
 	h.mu.Lock()
@@ -516,9 +493,9 @@ func (h *historian) activate() {
 		h.queue.Add(a) // seen as a standby, or while the records were read
 	}
 	for name, r := range h.records {
-		address, err := history.AddressOf(name)
+		address, err := AddressOf(name)
 		if err != nil {
-			continue // not named by an address: not the historian's
+			continue // not named by an address: not the Historian's
 		}
 		for _, hold := range r.Holds {
 			if hold.To != 0 {
@@ -534,14 +511,14 @@ func (h *historian) activate() {
 		}
 	}
 	for _, obj := range h.pods.List() {
-		pod := obj.(*podInfo)
-		held := heldAddresses(pod)
+		pod := obj.(*podinfo.Pod)
+		held := h.held(pod)
 		for _, a := range held {
 			if !slices.Contains(open[a], pod.UID) {
 				queue(a)
 			}
 		}
-		if len(held) > 0 && isTerminating(pod) {
+		if len(held) > 0 && pod.Terminating() {
 			// Its termination began before this leader saw: from its
 			// start at the latest, the pod may have let go.
 			h.terminatingSince[pod.UID] = h.since
@@ -551,29 +528,29 @@ func (h *historian) activate() {
 
 // inScope reports whether the holds of pods in namespace ns are this
 // controller's to open and close.
-func (h *historian) inScope(ns string) bool {
+func (h *Historian) inScope(ns string) bool {
 	return h.namespace == "" || ns == h.namespace
 }
 
 // holds reports whether the cached pod of that UID holds addr now.
-func (h *historian) holds(addr string, uid slim.UID) bool {
-	return slices.ContainsFunc(h.holding(addr), func(p *podInfo) bool { return p.UID == uid })
+func (h *Historian) holds(addr string, uid slim.UID) bool {
+	return slices.ContainsFunc(h.holding(addr), func(p *podinfo.Pod) bool { return p.UID == uid })
 }
 
 // holding returns the cached pods that hold addr now.
-func (h *historian) holding(addr string) []*podInfo {
-	var out []*podInfo
+func (h *Historian) holding(addr string) []*podinfo.Pod {
+	var out []*podinfo.Pod
 	for _, key := range h.holders.Holders(addr) {
 		obj, ok, _ := h.pods.GetByKey(key.String())
-		if ok && slices.Contains(heldAddresses(obj.(*podInfo)), addr) {
-			out = append(out, obj.(*podInfo))
+		if ok && slices.Contains(h.held(obj.(*podinfo.Pod)), addr) {
+			out = append(out, obj.(*podinfo.Pod))
 		}
 	}
 	return out
 }
 
 // expired reports whether r has a closed hold past the retention window.
-func (h *historian) expired(r history.Record) bool {
+func (h *Historian) expired(r Record) bool {
 	before := h.now().Add(-h.retention).Unix()
 	for _, hold := range r.Holds {
 		if hold.To != 0 && hold.To < before {
@@ -586,7 +563,7 @@ func (h *historian) expired(r history.Record) bool {
 // expireEvery queues, every period, the addresses with holds past the
 // retention window: one pass over the records, no timer per object, no
 // write when nothing expired.
-func (h *historian) expireEvery(ctx context.Context, period time.Duration) {
+func (h *Historian) expireEvery(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -603,7 +580,7 @@ func (h *historian) expireEvery(ctx context.Context, period time.Duration) {
 			}
 			h.mu.Unlock()
 			for _, name := range expired {
-				if address, err := history.AddressOf(name); err == nil {
+				if address, err := AddressOf(name); err == nil {
 					h.queue.Add(address)
 				}
 			}
@@ -615,7 +592,7 @@ func (h *historian) expireEvery(ctx context.Context, period time.Duration) {
 // An address is never dropped: its change, and the seen times it carries,
 // would be lost while the coverage said it was written. It is retried
 // with the mirrors' backoff, and the coverage waits for it.
-func (h *historian) processNext(stop, workCtx context.Context) bool {
+func (h *Historian) processNext(stop, workCtx context.Context) bool {
 	addr, quit := h.queue.Get()
 	if quit {
 		return false
@@ -624,7 +601,7 @@ func (h *historian) processNext(stop, workCtx context.Context) bool {
 	if stop.Err() != nil {
 		return true // shutting down: the next leader reconciles it
 	}
-	ctx, cancel := context.WithTimeout(workCtx, syncTimeout)
+	ctx, cancel := context.WithTimeout(workCtx, kubeclient.SyncTimeout)
 	defer cancel()
 	logger := klog.LoggerWithValues(klog.FromContext(stop), "address", addr)
 	err := h.sync(klog.NewContext(ctx, logger), addr)
@@ -635,144 +612,13 @@ func (h *historian) processNext(stop, workCtx context.Context) bool {
 		h.mu.Unlock()
 		return true
 	}
-	retry(logger, h.queue, addr, err, false, "Writing the IPHistory of an address failed (the history's coverage waits for it)")
+	kubeclient.Retry(logger, h.queue, addr, err, false, "Writing the IPHistory of an address failed (the history's coverage waits for it)")
 	return true
 }
 
-// proveEvery is how often the leader proves how far the history has seen
-// and extends its coverage: a few cheap requests (a one-item list of pods,
-// one write of the coverage) a period, and how far behind the present
-// "covered" lags. When no pod changes, the bookmark of the informer's
-// next short pod watch (watchTimeout) shows that it has caught up.
-const proveEvery = 2 * time.Second
-
-// proveWait bounds one proof's waits for the pod handlers and the writes.
-const proveWait = 2 * time.Minute
-
-// probeLoop reads the pods' resourceVersion every period until ctx ends
-// (see changedAfter).
-func (h *historian) probeLoop(ctx context.Context, period time.Duration) {
-	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
-		if _, err := h.probeNow(ctx); err != nil && ctx.Err() == nil {
-			klog.FromContext(ctx).V(2).Info("Reading the pods' resourceVersion", "err", err)
-		}
-	}, period)
-}
-
-// proveLoop extends the coverage every period until ctx ends; its writes
-// use inflight (see RunLeading).
-func (h *historian) proveLoop(ctx, inflight context.Context, period time.Duration) {
-	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
-		if err := h.prove(ctx, inflight); err != nil && ctx.Err() == nil {
-			klog.FromContext(ctx).V(2).Info("Not extending the history's coverage this time", "err", err)
-		}
-	}, period)
-}
-
-// prove extends the coverage to the time at which it starts, once it can
-// show that every pod change made before then is written: a consistent
-// read of the pods gives the resourceVersion of that time; once the pod
-// handlers have processed everything up to it (watchProgress), every
-// change before it has been seen; once every change seen by then is
-// written, it is recorded.
-func (h *historian) prove(ctx, inflight context.Context) error {
-	wctx, cancel := context.WithTimeout(ctx, proveWait)
-	defer cancel()
-	epoch, listedAt := h.progress.lastList()
-	h.mu.Lock()
-	if epoch != h.epoch {
-		// The informer listed the pods again (its watch broke off, and
-		// pods may have come and gone unseen): the coverage starts anew
-		// from that list.
-		h.epoch, h.since = epoch, listedAt
-	}
-	h.mu.Unlock()
-	p, err := h.probeNow(wctx)
-	if err != nil {
-		return err
-	}
-	at := p.at
-	if !h.progress.caughtUp(wctx, strconv.FormatUint(p.rv, 10), proveTick) {
-		return fmt.Errorf("the pod handlers did not reach resourceVersion %d within %v", p.rv, proveWait)
-	}
-	if e, _ := h.progress.lastList(); e != epoch {
-		return fmt.Errorf("the pod informer listed the pods again while proving %s", at.Format(time.RFC3339))
-	}
-	handled := h.now()
-	for h.pendingBefore(handled) {
-		select {
-		case <-wctx.Done():
-			return fmt.Errorf("changes seen before %s are not all written after %v", handled.Format(time.RFC3339), proveWait)
-		case <-time.After(proveTick):
-		}
-	}
-	return h.extend(inflight, at)
-}
-
-// proveTick is how often a proof looks again at what it waits for.
-const proveTick = 100 * time.Millisecond
-
-// pendingBefore reports whether a change seen at or before t, or one that
-// activation found, is still to be written.
-func (h *historian) pendingBefore(t time.Time) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.unproven) > 0 {
-		return true
-	}
-	for _, byPod := range h.seen {
-		for _, s := range byPod {
-			if !s.start.IsZero() && !s.start.After(t) || !s.end.IsZero() && !s.end.After(t) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// extend records that the history is proven from when this leader started
-// to at, and writes the coverage if that changed it. A write that fails
-// reads the object again next time.
-func (h *historian) extend(ctx context.Context, at time.Time) error {
-	h.mu.Lock()
-	cov, since := h.coverage.DeepCopy(), h.since
-	h.mu.Unlock()
-	name := history.CoverageName(h.namespace)
-	if cov == nil {
-		cov = &history.IPHistoryCoverage{
-			TypeMeta:   metav1.TypeMeta{APIVersion: history.GroupVersion.String(), Kind: history.CoverageKind},
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: managedLabels},
-			Namespace:  h.namespace,
-		}
-	}
-	changed := history.Extend(cov, since, at, at.Add(-h.retention))
-	if cov.Retention.Duration != h.retention || cov.Writer != h.writer {
-		cov.Retention.Duration, cov.Writer, changed = h.retention, h.writer, true
-	}
-	if !changed {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
-	defer cancel()
-	saved, err := h.client.SaveCoverage(ctx, cov)
-	if err != nil {
-		if cur, gerr := h.client.GetCoverage(ctx, name); gerr == nil {
-			h.mu.Lock()
-			h.coverage = cur
-			h.mu.Unlock()
-		}
-		return fmt.Errorf("writing IPHistoryCoverage %s: %w", name, err)
-	}
-	h.mu.Lock()
-	h.coverage = saved
-	h.mu.Unlock()
-	historyWritesTotal.WithLabelValues("coverage").Inc()
-	return nil
-}
-
-// heldFrom returns when the pod uid's holds on addrs began, from the
+// HeldFrom returns when the pod uid's holds on addrs began, from the
 // records: nil when the history is off or knows none of them.
-func (h *historian) heldFrom(addrs []string, uid types.UID) map[string]time.Time {
+func (h *Historian) HeldFrom(addrs []string, uid types.UID) map[string]time.Time {
 	if h == nil {
 		return nil
 	}
@@ -783,7 +629,7 @@ func (h *historian) heldFrom(addrs []string, uid types.UID) map[string]time.Time
 		if !ok {
 			continue
 		}
-		name, err := history.Name(canonical)
+		name, err := Name(canonical)
 		if err != nil {
 			continue
 		}

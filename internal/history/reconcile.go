@@ -1,4 +1,4 @@
-package main
+package history
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/slim"
 )
 
@@ -18,8 +17,8 @@ import (
 // holds the address and has none, the open hold of each pod that no longer
 // holds it closes, and holds past the retention window go. It writes only
 // on a difference, and deletes a history with no hold left.
-func (h *historian) sync(ctx context.Context, addr string) error {
-	name, err := history.Name(addr)
+func (h *Historian) sync(ctx context.Context, addr string) error {
+	name, err := Name(addr)
 	if err != nil {
 		return nil // not an address: nothing queues one, nothing to do
 	}
@@ -28,32 +27,32 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 	}
 	now, seen := h.now(), h.seenOf(addr)
 	r, known := h.record(name)
-	var have, want *history.IPHistory
+	var have, want *IPHistory
 	if known {
 		if have, err = r.Skeleton(addr); err != nil {
 			return nil
 		}
 		want = have.DeepCopy()
-	} else if want, err = history.New(addr); err != nil {
+	} else if want, err = New(addr); err != nil {
 		return nil
 	}
 	changed, refused := h.applySeen(want, now, seen)
 	switch {
 	case !known && len(want.Holders) == 0:
 	case !known:
-		want.Labels = managedLabels
+		want.Labels = h.labels
 		err = h.write(ctx, name, "create", want, func() (string, error) { return h.client.Create(ctx, want) })
 	case len(want.Holders) == 0:
 		err = h.remove(ctx, name, r)
 	case changed:
-		err = h.update(ctx, name, have, want, func(o *history.IPHistory) { h.applySeen(o, now, seen) })
+		err = h.update(ctx, name, have, want, func(o *IPHistory) { h.applySeen(o, now, seen) })
 	}
 	switch {
 	case err != nil:
 		return err
 	case refused > 0:
 		// Kept in seen, with their start: opened once a hold ends.
-		return fmt.Errorf("IPHistory %s: %d more pods hold the address than the %d open holds it keeps", name, refused, history.MaxHolds)
+		return fmt.Errorf("IPHistory %s: %d more pods hold the address than the %d open holds it keeps", name, refused, MaxHolds)
 	}
 	h.forgetSeen(addr, seen)
 	return nil
@@ -62,7 +61,7 @@ func (h *historian) sync(ctx context.Context, addr string) error {
 // refresh reads the IPHistory name again if a write's outcome was not
 // known and reading it back failed then: the record may not be what the
 // object is, and a patch built from it would be refused, or worse.
-func (h *historian) refresh(ctx context.Context, name string) error {
+func (h *Historian) refresh(ctx context.Context, name string) error {
 	h.mu.Lock()
 	stale := h.stale[name]
 	h.mu.Unlock()
@@ -72,9 +71,9 @@ func (h *historian) refresh(ctx context.Context, name string) error {
 	o, err := h.client.Get(ctx, name)
 	switch {
 	case err == nil:
-		h.setRecord(name, history.RecordOf(o), true)
+		h.setRecord(name, RecordOf(o), true)
 	case apierrors.IsNotFound(err):
-		h.setRecord(name, history.Record{}, false)
+		h.setRecord(name, Record{}, false)
 	default:
 		return fmt.Errorf("reading IPHistory %s, whose last write had an unknown outcome: %w", name, err)
 	}
@@ -87,8 +86,8 @@ func (h *historian) refresh(ctx context.Context, name string) error {
 // update writes the change from have (a Skeleton of the record) to want
 // as a JSON patch. When the patch cannot tell two holds apart, it reads
 // the object, makes the same change to it (change) and replaces it.
-func (h *historian) update(ctx context.Context, name string, have, want *history.IPHistory, change func(*history.IPHistory)) error {
-	if patch, ok := history.Patch(have, want); ok {
+func (h *Historian) update(ctx context.Context, name string, have, want *IPHistory, change func(*IPHistory)) error {
+	if patch, ok := Patch(have, want); ok {
 		return h.write(ctx, name, "update", want, func() (string, error) { return h.client.Patch(ctx, name, patch) })
 	}
 	whole, err := h.client.Get(ctx, name)
@@ -108,29 +107,29 @@ func (h *historian) update(ctx context.Context, name string, have, want *history
 // history was on): one that ended did so after how far the coverage went
 // (provenUntil()) or the hold's start, whichever is later, and before now.
 // Holds close before others open: one that ends frees a place.
-func (h *historian) applySeen(o *history.IPHistory, now time.Time, seen map[slim.UID]seenAt) (changed bool, refused int) {
+func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]seenAt) (changed bool, refused int) {
 	holders := h.holdersOf(o.Address, now, seen)
 	proven := h.provenUntil()
-	for _, hold := range history.OpenHolds(o) {
-		if !h.inScope(hold.Namespace) || slices.ContainsFunc(holders, func(x history.Hold) bool { return x.PodUID == hold.PodUID }) {
+	for _, hold := range OpenHolds(o) {
+		if !h.inScope(hold.Namespace) || slices.ContainsFunc(holders, func(x Hold) bool { return x.PodUID == hold.PodUID }) {
 			continue
 		}
 		s := seen[slim.ToUID(hold.PodUID)]
 		if s.end.IsZero() {
-			changed = history.Close(o, hold.PodUID, now, &proven) || changed
+			changed = Close(o, hold.PodUID, now, &proven) || changed
 		} else {
-			changed = history.Close(o, hold.PodUID, s.end, endedAfter(s)) || changed
+			changed = Close(o, hold.PodUID, s.end, endedAfter(s)) || changed
 		}
 	}
 	for _, hold := range holders {
-		if history.Open(o, hold) {
+		if Open(o, hold) {
 			changed = true
-		} else if _, open := history.HoldOf(o, hold.PodUID); !open {
+		} else if _, open := HoldOf(o, hold.PodUID); !open {
 			refused++
 		}
 	}
 	changed = h.addBrief(o, seen) || changed
-	pruned, _ := history.Prune(o, now.Add(-h.retention))
+	pruned, _ := Prune(o, now.Add(-h.retention))
 	return changed || pruned, refused
 }
 
@@ -152,20 +151,20 @@ func endedAfter(s seenAt) *time.Time {
 // of the address (a Job's pod that finished within a moment, an address
 // passed on at once): seen both starting and ending, and in no hold of o
 // yet (a pod holding it now has just been given one).
-func (h *historian) addBrief(o *history.IPHistory, seen map[slim.UID]seenAt) bool {
+func (h *Historian) addBrief(o *IPHistory, seen map[slim.UID]seenAt) bool {
 	changed := false
 	for uid, s := range seen {
 		id := uid.UID()
 		if s.start.IsZero() || s.end.IsZero() || s.end.Before(s.start) ||
-			slices.ContainsFunc(o.Holders, func(x history.Hold) bool { return x.PodUID == id }) {
+			slices.ContainsFunc(o.Holders, func(x Hold) bool { return x.PodUID == id }) {
 			continue
 		}
-		hold := history.Hold{Namespace: s.namespace, Pod: s.pod, PodUID: id, Node: s.node, From: metav1.NewTime(s.start)}
+		hold := Hold{Namespace: s.namespace, Pod: s.pod, PodUID: id, Node: s.node, From: metav1.NewTime(s.start)}
 		if !s.startAfter.IsZero() {
 			before := hold.From
 			hold.From, hold.StartedBefore = metav1.NewTime(s.startAfter), &before
 		}
-		if history.Open(o, hold) && history.Close(o, id, s.end, endedAfter(s)) {
+		if Open(o, hold) && Close(o, id, s.end, endedAfter(s)) {
 			changed = true
 		}
 	}
@@ -176,10 +175,10 @@ func (h *historian) addBrief(o *history.IPHistory, seen map[slim.UID]seenAt) boo
 // when the pod handlers saw it start (seen), or, for a start they did not
 // see, from the pod's creation or how far the coverage went, whichever is
 // later (a pod that held it then has a hold), started before now.
-func (h *historian) holdersOf(addr string, now time.Time, seen map[slim.UID]seenAt) []history.Hold {
-	var out []history.Hold
+func (h *Historian) holdersOf(addr string, now time.Time, seen map[slim.UID]seenAt) []Hold {
+	var out []Hold
 	for _, pod := range h.holding(addr) {
-		hold := history.Hold{Namespace: pod.Namespace, Pod: pod.Name, PodUID: pod.UID.UID(), Node: pod.NodeName}
+		hold := Hold{Namespace: pod.Namespace, Pod: pod.Name, PodUID: pod.UID.UID(), Node: pod.NodeName}
 		if s := seen[pod.UID]; !s.start.IsZero() {
 			hold.From = metav1.NewTime(s.start)
 			if !s.startAfter.IsZero() {
@@ -201,15 +200,15 @@ func (h *historian) holdersOf(addr string, now time.Time, seen map[slim.UID]seen
 
 // write sends a create or update that makes the IPHistory name what want
 // is, and records it.
-func (h *historian) write(ctx context.Context, name, op string, want *history.IPHistory, send func() (string, error)) error {
+func (h *Historian) write(ctx context.Context, name, op string, want *IPHistory, send func() (string, error)) error {
 	rv, err := send()
 	if err != nil {
 		return h.writeFailed(ctx, name, op, err)
 	}
-	r := history.RecordOf(want)
+	r := RecordOf(want)
 	r.ResourceVersion = rv
 	h.setRecord(name, r, true)
-	historyWritesTotal.WithLabelValues(op).Inc()
+	writesTotal.WithLabelValues(op).Inc()
 	klog.FromContext(ctx).V(4).Info("Wrote IPHistory", "operation", op, "iphistory", name)
 	return nil
 }
@@ -221,14 +220,14 @@ func (h *historian) write(ctx context.Context, name, op string, want *history.IP
 // after which the write may have landed), the record may no longer be
 // what the object is, so the retry starts from what it is. If the read
 // fails too, the next attempt reads first (refresh).
-func (h *historian) writeFailed(ctx context.Context, name, op string, err error) error {
+func (h *Historian) writeFailed(ctx context.Context, name, op string, err error) error {
 	klog.FromContext(ctx).V(2).Info("IPHistory write failed; reading it again", "operation", op, "iphistory", name, "err", err)
 	o, gerr := h.client.Get(ctx, name)
 	switch {
 	case gerr == nil:
-		h.setRecord(name, history.RecordOf(o), true)
+		h.setRecord(name, RecordOf(o), true)
 	case apierrors.IsNotFound(gerr):
-		h.setRecord(name, history.Record{}, false)
+		h.setRecord(name, Record{}, false)
 	default:
 		h.mu.Lock()
 		h.stale[name] = true
@@ -239,14 +238,14 @@ func (h *historian) writeFailed(ctx context.Context, name, op string, err error)
 
 // remove deletes an IPHistory with no hold left, if it is still the one
 // recorded (a resourceVersion precondition).
-func (h *historian) remove(ctx context.Context, name string, r history.Record) error {
+func (h *Historian) remove(ctx context.Context, name string, r Record) error {
 	rv := r.ResourceVersion
 	err := h.client.Delete(ctx, name, metav1.Preconditions{ResourceVersion: &rv})
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
-		h.setRecord(name, history.Record{}, false)
+		h.setRecord(name, Record{}, false)
 		if err == nil {
-			historyWritesTotal.WithLabelValues("delete").Inc()
+			writesTotal.WithLabelValues("delete").Inc()
 		}
 		return nil
 	default:

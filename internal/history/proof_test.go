@@ -1,4 +1,4 @@
-package main
+package history
 
 import (
 	"context"
@@ -10,109 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
-	"example.com/podtoip-controller/internal/history"
+	"example.com/podtoip-controller/internal/podinfo"
 )
-
-// TestHistoryRereadsAfterAnInvalidPatch checks a write built on a stale
-// record that the API server refuses as invalid (422: it applies a JSON
-// patch before it checks the resourceVersion, and the patch names a hold
-// the object no longer has), as two --namespace controllers sharing an
-// address, or a lost response to a prune, make it: the record is read
-// again and the retry closes the hold, instead of failing for good.
-func TestHistoryRereadsAfterAnInvalidPatch(t *testing.T) {
-	f := newHistoryFixture(t)
-	start := f.now
-	old := f.onPodAdd(testPod(func(p *corev1.Pod) {
-		p.Name, p.UID, p.Status.PodIPs = "old", "uid-o", []corev1.PodIP{{IP: "10.244.0.5"}}
-	}))
-	f.sync("10.244.0.5")
-	f.now = start.Add(time.Minute)
-	f.onPodDelete(old)
-	f.sync("10.244.0.5")
-	web := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
-	f.now = start.Add(2 * time.Minute)
-	f.sync("10.244.0.5")
-	f.expectCalls("create 10.244.0.5", "update 10.244.0.5", "update 10.244.0.5")
-
-	// Another writer removes the closed hold: the record still has it, so
-	// the index of web's hold in a patch is past the end.
-	o := f.cached("10.244.0.5")
-	o.Holders = o.Holders[1:]
-	history.Refresh(o)
-	f.client.rv++
-	o.ResourceVersion = fmt.Sprint(f.client.rv)
-
-	f.now = start.Add(3 * time.Minute)
-	f.onPodDelete(web)
-	if err := f.h.sync(context.Background(), "10.244.0.5"); err == nil {
-		t.Fatal("sync on a stale record succeeded; the fake API server should refuse the patch")
-	}
-	f.sync("10.244.0.5")
-	holds := f.cached("10.244.0.5").Holders
-	if len(holds) != 1 || holds[0].Pod != "web" || holds[0].To == nil || !holds[0].To.Time.Equal(f.now) {
-		t.Errorf("holds = %+v, want web's closed at %v", holds, f.now)
-	}
-}
-
-// TestHistoryReadsFirstWhenAWriteOutcomeIsUnknown checks a write whose
-// outcome is unknown and whose object cannot be read back at once (the
-// connection is gone): the next attempt reads it first, and builds on what
-// it is.
-func TestHistoryReadsFirstWhenAWriteOutcomeIsUnknown(t *testing.T) {
-	f := newHistoryFixture(t)
-	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
-	f.sync("10.244.0.5")
-	f.expectCalls("create 10.244.0.5")
-	// The object changed (a write that landed though its response was
-	// lost), and the read after the failure fails too.
-	o := f.cached("10.244.0.5")
-	f.client.rv++
-	o.ResourceVersion = fmt.Sprint(f.client.rv)
-	f.client.failGet = 1
-	f.now = f.now.Add(time.Minute)
-	f.onPodDelete(p)
-	if err := f.h.sync(context.Background(), "10.244.0.5"); err == nil {
-		t.Fatal("sync on a changed object succeeded")
-	}
-	f.sync("10.244.0.5")
-	f.expectCalls("update 10.244.0.5")
-	if h := f.cached("10.244.0.5").Holders[0]; h.To == nil {
-		t.Errorf("hold = %+v, want closed", h)
-	}
-}
-
-// TestHistoryClosesBeforeItOpens checks an address held by MaxHolds pods
-// at once when one of them lets go and another takes it in the same pass:
-// the new holder gets its hold (the closed one freed its place).
-func TestHistoryClosesBeforeItOpens(t *testing.T) {
-	f := newHistoryFixture(t)
-	var first *podInfo
-	for i := range history.MaxHolds {
-		p := f.onPodAdd(testPod(func(p *corev1.Pod) {
-			p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid-%d", i))
-			p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
-		}))
-		if i == 0 {
-			first = p
-		}
-	}
-	f.sync("10.244.0.5")
-	f.now = f.now.Add(time.Minute)
-	f.onPodDelete(first)
-	f.onPodAdd(testPod(func(p *corev1.Pod) {
-		p.Name, p.UID = "late", "uid-late"
-		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
-	}))
-	f.sync("10.244.0.5")
-	o := f.cached("10.244.0.5")
-	if _, ok := history.HoldOf(o, "uid-late"); !ok {
-		t.Errorf("the pod that took the address as another let go has no open hold; holder = %q", o.Holder)
-	}
-}
 
 // TestHistoryActivationBoundsByCoverage checks what a new leader states of
 // a hold that ended while no leader saw: it ended after how far the
@@ -148,31 +50,6 @@ func TestHistoryActivationBoundsByCoverage(t *testing.T) {
 	}
 }
 
-// TestHistoryTerminatingPodEndsBetween checks a pod deleted with a grace
-// period: it keeps its hold while it terminates (it still holds the
-// address), and the hold then ends between when its termination began and
-// when it was gone.
-func TestHistoryTerminatingPodEndsBetween(t *testing.T) {
-	f := newHistoryFixture(t)
-	start := f.now
-	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
-	f.sync("10.244.0.5")
-	f.now = start.Add(time.Minute)
-	term := toPodInfo(testPod(func(p *corev1.Pod) {
-		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
-		p.DeletionTimestamp = &metav1.Time{Time: start.Add(90 * time.Second)}
-	}))
-	f.h.terminating(term, []string{"10.244.0.5"})
-	f.now = start.Add(2 * time.Minute)
-	f.onPodDelete(term)
-	_ = p
-	f.sync("10.244.0.5")
-	hold := f.cached("10.244.0.5").Holders[0]
-	if hold.EndedAfter == nil || !hold.EndedAfter.Time.Equal(start.Add(time.Minute)) || hold.To == nil || !hold.To.Time.Equal(f.now) {
-		t.Errorf("hold = %+v, want ended between %v (termination began) and %v (gone)", hold, start.Add(time.Minute), f.now)
-	}
-}
-
 // TestHistoryProvesOnlyWhatIsWritten checks the coverage: it is extended
 // to a time only once the pod handlers have processed everything the
 // informer was given up to that time's resourceVersion and every change
@@ -193,7 +70,7 @@ func TestHistoryProvesOnlyWhatIsWritten(t *testing.T) {
 
 	// The informer is given a pod and the bookmark of version 100; the
 	// handler has not processed the pod yet.
-	lw := f.h.progress.wrap(&cache.ListWatch{WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	lw := f.h.progress.Wrap(&cache.ListWatch{WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
 		w := watch.NewFake()
 		go func() {
 			w.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", ResourceVersion: "99"}})
@@ -212,7 +89,7 @@ func TestHistoryProvesOnlyWhatIsWritten(t *testing.T) {
 	}
 	// The handler processes it: a pod got an address, not written yet.
 	f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
-	f.h.progress.handledOne()
+	f.h.progress.HandledOne()
 	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if err := f.h.prove(ctx, ctx); err == nil || !strings.Contains(err.Error(), "not all written") {
@@ -222,8 +99,8 @@ func TestHistoryProvesOnlyWhatIsWritten(t *testing.T) {
 	if err := f.h.prove(context.Background(), context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c := f.client.coverage[history.AllNamespaces]
-	if until, ok := history.CoveredUntil(c); !ok || !until.Equal(f.now) || !c.Intervals[0].From.Time.Equal(f.h.since) {
+	c := f.client.coverage[AllNamespaces]
+	if until, ok := CoveredUntil(c); !ok || !until.Equal(f.now) || !c.Intervals[0].From.Time.Equal(f.h.since) {
 		t.Errorf("coverage = %+v, want [%v, %v]", c, f.h.since, f.now)
 	}
 }
@@ -253,7 +130,7 @@ func TestHistoryChangeSeenLate(t *testing.T) {
 	}
 	// Deleted (version 102) and seen a minute later.
 	f.now = start.Add(time.Minute)
-	gone := toPodInfo(testPod(func(p *corev1.Pod) {
+	gone := podinfo.Of(testPod(func(p *corev1.Pod) {
 		p.ResourceVersion = "102"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 	}))
@@ -268,31 +145,6 @@ func TestHistoryChangeSeenLate(t *testing.T) {
 	}
 }
 
-// TestHistoryStandbyNotesWhatItSees checks a pod that got its address
-// after the pod informer's initial list but before this replica led: the
-// standby saw it happen, so its hold starts when it was seen, observed,
-// not stated as unseen.
-func TestHistoryStandbyNotesWhatItSees(t *testing.T) {
-	f := newHistoryFixture(t)
-	start := f.now
-	f.h.active.Store(false)
-	f.h.listed = func() bool { return true }
-	f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
-	if n := f.h.queue.Len(); n != 0 {
-		t.Fatalf("a standby queued %d addresses", n)
-	}
-	f.now = start.Add(30 * time.Second)
-	if err := f.h.load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	f.h.since = f.now
-	f.h.activate()
-	f.sync("10.244.0.5")
-	if h := f.cached("10.244.0.5").Holders[0]; !h.From.Time.Equal(start) || h.StartedBefore != nil {
-		t.Errorf("hold = %+v, want from %v, observed", h, start)
-	}
-}
-
 // TestHistoryRelistEndsTheCoverage checks a pod informer that listed the
 // pods again (its watch broke off): pods may have come and gone unseen
 // between, so the coverage does not reach across; a new interval starts at
@@ -302,7 +154,7 @@ func TestHistoryRelistEndsTheCoverage(t *testing.T) {
 	start := f.now
 	version := "100"
 	f.h.probe = func(context.Context) (string, error) { return version, nil }
-	lw := f.h.progress.wrap(&cache.ListWatch{ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+	lw := f.h.progress.Wrap(&cache.ListWatch{ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 		return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: version}}, nil
 	}})
 	list := func() {
@@ -326,7 +178,7 @@ func TestHistoryRelistEndsTheCoverage(t *testing.T) {
 	if err := f.h.prove(context.Background(), context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c := f.client.coverage[history.AllNamespaces]
+	c := f.client.coverage[AllNamespaces]
 	if len(c.Intervals) != 2 || !c.Intervals[0].To.Time.Equal(start.Add(time.Minute)) || c.Intervals[1].From.Time.Before(start.Add(time.Minute)) {
 		t.Errorf("coverage = %+v, want it to end at %v and start again at the relist", c.Intervals, start.Add(time.Minute))
 	}

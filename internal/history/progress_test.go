@@ -1,4 +1,4 @@
-package main
+package history
 
 import (
 	"context"
@@ -22,14 +22,14 @@ import (
 // highest resourceVersion, bookmarks included. Each list is one more
 // epoch.
 func TestWatchProgressCountsWhatReachesTheStore(t *testing.T) {
-	p := &watchProgress{}
+	p := &Progress{}
 	pages := map[string]*corev1.PodList{
 		"":   {ListMeta: metav1.ListMeta{ResourceVersion: "10", Continue: "p2"}, Items: make([]corev1.Pod, 2)},
 		"p2": {ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: make([]corev1.Pod, 3)},
 	}
 	fail := false
 	events := make(chan watch.Event, 8)
-	lw := p.wrap(&cache.ListWatch{
+	lw := p.Wrap(&cache.ListWatch{
 		ListWithContextFunc: func(_ context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			if fail && opts.Continue != "" {
 				return nil, errors.New("expired")

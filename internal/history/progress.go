@@ -1,4 +1,4 @@
-package main
+package history
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// watchProgress follows how far the pod handlers have got through what the
+// Progress follows how far the pod handlers have got through what the
 // API server sent. The history may say "every pod change before T is
 // recorded" only once every change made before T has reached the handlers:
 // a pod watch that lags (or stalls while the lease is still renewed) would
@@ -30,7 +30,7 @@ import (
 // counts: the items of a list once its last page arrived, the initial
 // events of a streaming list once their end was marked; a list cut short
 // is never stored, and counting it would stall the proof for good.
-type watchProgress struct {
+type Progress struct {
 	mu sync.Mutex
 	// rv is the highest resourceVersion given to the informer: of a list,
 	// an event or a bookmark.
@@ -50,8 +50,8 @@ type watchProgress struct {
 	now func() time.Time
 }
 
-// wrap returns lw with its lists and watches followed by p; p nil: lw.
-func (p *watchProgress) wrap(lw *cache.ListWatch) *cache.ListWatch {
+// Wrap returns lw with its lists and watches followed by p; p nil: lw.
+func (p *Progress) Wrap(lw *cache.ListWatch) *cache.ListWatch {
 	if p == nil {
 		return lw
 	}
@@ -177,19 +177,19 @@ func (r *relay) Stop() { r.once.Do(func() { close(r.done) }) }
 func (r *relay) ResultChan() <-chan watch.Event { return r.result }
 
 // watchTimeout is how long each pod watch after the initial list lasts:
-// its bookmark comes two seconds before it ends (see wrap).
+// its bookmark comes two seconds before it ends (see Wrap).
 const watchTimeout = 6 * time.Second
 
 // advance raises rv to the resourceVersion s. Kubernetes resourceVersions
 // are etcd revisions, compared as integers (apimachinery's
 // CompareResourceVersion does the same); one that is not counts as none.
-func (p *watchProgress) advance(s string) {
+func (p *Progress) advance(s string) {
 	if v, err := strconv.ParseUint(s, 10, 64); err == nil && v > p.rv {
 		p.rv = v
 	}
 }
 
-func (p *watchProgress) clock() time.Time {
+func (p *Progress) clock() time.Time {
 	if p.now != nil {
 		return p.now()
 	}
@@ -198,7 +198,7 @@ func (p *watchProgress) clock() time.Time {
 
 // lastList returns how many lists the informer was given, and when the
 // last one was.
-func (p *watchProgress) lastList() (uint64, time.Time) {
+func (p *Progress) lastList() (uint64, time.Time) {
 	if p == nil {
 		return 0, time.Time{}
 	}
@@ -208,14 +208,14 @@ func (p *watchProgress) lastList() (uint64, time.Time) {
 }
 
 // listed returns how many lists the informer was given.
-func (p *watchProgress) listed() uint64 {
+func (p *Progress) listed() uint64 {
 	n, _ := p.lastList()
 	return n
 }
 
-// handledOne counts an object the pod handlers processed; the handlers
+// HandledOne counts an object the pod handlers processed; the handlers
 // call it last, so that what they noted is in place when it counts.
-func (p *watchProgress) handledOne() {
+func (p *Progress) HandledOne() {
 	if p != nil {
 		p.handled.Add(1)
 	}
@@ -224,7 +224,7 @@ func (p *watchProgress) handledOne() {
 // caughtUp waits until the handlers have processed every object the
 // informer was given up to the resourceVersion rv, polling every period,
 // and reports false if ctx ends first. Without a p, nothing is proven.
-func (p *watchProgress) caughtUp(ctx context.Context, rv string, period time.Duration) bool {
+func (p *Progress) caughtUp(ctx context.Context, rv string, period time.Duration) bool {
 	target, err := strconv.ParseUint(rv, 10, 64)
 	if p == nil || err != nil {
 		return false

@@ -1,0 +1,228 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+
+	"example.com/podtoip-controller/internal/kubeclient"
+)
+
+// provenUntil returns how far the coverage goes: every change made before
+// it was seen and written, so one not written yet happened after it (zero:
+// nothing is proven, and a hold's own start is the bound).
+func (h *Historian) provenUntil() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, _ := CoveredUntil(h.coverage)
+	return t
+}
+
+// probePoint is a read of the pods' resourceVersion, and when it was made
+// (before the request was sent).
+type probePoint struct {
+	rv uint64
+	at time.Time
+}
+
+// probeEvery is how often the leader reads the pods' resourceVersion: the
+// finer, the tighter the bound on a change seen late, and the sooner the
+// coverage can be extended. Each read is one list of one pod, from the
+// API server's watch cache.
+const probeEvery = 2 * time.Second
+
+// maxProbes bounds the reads kept: a change seen later than that is
+// bounded by the oldest, which is still true, only looser.
+const maxProbes = 128
+
+// lagTolerance is how long after the last read before it a change may be
+// seen and still count as seen as it happened: the probes' period, twice
+// (one may be late), and a second for the watch's usual delay.
+const lagTolerance = 2*probeEvery + time.Second
+
+// probeNow reads the pods' resourceVersion and keeps it.
+func (h *Historian) probeNow(ctx context.Context) (probePoint, error) {
+	at := h.now()
+	s, err := h.probe(ctx)
+	if err != nil {
+		return probePoint{}, fmt.Errorf("reading the pods' resourceVersion: %w", err)
+	}
+	rv, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return probePoint{}, fmt.Errorf("the pods' resourceVersion %q is not a number", s)
+	}
+	p := probePoint{rv: rv, at: at}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.probes) == maxProbes {
+		h.probes = slices.Delete(h.probes, 0, 1)
+	}
+	h.probes = append(h.probes, p)
+	return p, nil
+}
+
+// changedAfter returns when the change of resourceVersion rv, seen at now,
+// happened after at the latest, if that is more than lagTolerance before
+// now; zero if it was seen as it happened. The bound is the last read of
+// the pods' resourceVersion that came before the change (the change's
+// version is later): a pod watch that lagged, or a relist after a stretch
+// of lost watches, delivers changes late, and their hold's start or end is
+// then stated as the interval it is, not as the time it was seen. A change
+// older than every read kept is bounded by nothing: the zero time, which
+// a hold's own start then replaces.
+func (h *Historian) changedAfter(rv string, now time.Time) time.Time {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i := sort.Search(len(h.probes), func(i int) bool { return h.probes[i].rv >= v })
+	switch {
+	case i == 0 && len(h.probes) > 0:
+		return time.Unix(0, 0) // before every read kept: no bound
+	case i == 0:
+		return time.Time{} // no read yet: nothing to tell by
+	case now.Sub(h.probes[i-1].at) <= lagTolerance:
+		return time.Time{}
+	}
+	return h.probes[i-1].at
+}
+
+// proveEvery is how often the leader proves how far the history has seen
+// and extends its coverage: a few cheap requests (a one-item list of pods,
+// one write of the coverage) a period, and how far behind the present
+// "covered" lags. When no pod changes, the bookmark of the informer's
+// next short pod watch (watchTimeout) shows that it has caught up.
+const proveEvery = 2 * time.Second
+
+// proveWait bounds one proof's waits for the pod handlers and the writes.
+const proveWait = 2 * time.Minute
+
+// probeLoop reads the pods' resourceVersion every period until ctx ends
+// (see changedAfter).
+func (h *Historian) probeLoop(ctx context.Context, period time.Duration) {
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
+		if _, err := h.probeNow(ctx); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Reading the pods' resourceVersion", "err", err)
+		}
+	}, period)
+}
+
+// proveLoop extends the coverage every period until ctx ends; its writes
+// use inflight (the controller's RunLeading).
+func (h *Historian) proveLoop(ctx, inflight context.Context, period time.Duration) {
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
+		if err := h.prove(ctx, inflight); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Not extending the history's coverage this time", "err", err)
+		}
+	}, period)
+}
+
+// prove extends the coverage to the time at which it starts, once it can
+// show that every pod change made before then is written: a consistent
+// read of the pods gives the resourceVersion of that time; once the pod
+// handlers have processed everything up to it (Progress), every
+// change before it has been seen; once every change seen by then is
+// written, it is recorded.
+func (h *Historian) prove(ctx, inflight context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, proveWait)
+	defer cancel()
+	epoch, listedAt := h.progress.lastList()
+	h.mu.Lock()
+	if epoch != h.epoch {
+		// The informer listed the pods again (its watch broke off, and
+		// pods may have come and gone unseen): the coverage starts anew
+		// from that list.
+		h.epoch, h.since = epoch, listedAt
+	}
+	h.mu.Unlock()
+	p, err := h.probeNow(wctx)
+	if err != nil {
+		return err
+	}
+	at := p.at
+	if !h.progress.caughtUp(wctx, strconv.FormatUint(p.rv, 10), proveTick) {
+		return fmt.Errorf("the pod handlers did not reach resourceVersion %d within %v", p.rv, proveWait)
+	}
+	if e, _ := h.progress.lastList(); e != epoch {
+		return fmt.Errorf("the pod informer listed the pods again while proving %s", at.Format(time.RFC3339))
+	}
+	handled := h.now()
+	for h.pendingBefore(handled) {
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("changes seen before %s are not all written after %v", handled.Format(time.RFC3339), proveWait)
+		case <-time.After(proveTick):
+		}
+	}
+	return h.extend(inflight, at)
+}
+
+// proveTick is how often a proof looks again at what it waits for.
+const proveTick = 100 * time.Millisecond
+
+// pendingBefore reports whether a change seen at or before t, or one that
+// activation found, is still to be written.
+func (h *Historian) pendingBefore(t time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.unproven) > 0 {
+		return true
+	}
+	for _, byPod := range h.seen {
+		for _, s := range byPod {
+			if !s.start.IsZero() && !s.start.After(t) || !s.end.IsZero() && !s.end.After(t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// extend records that the history is proven from when this leader started
+// to at, and writes the coverage if that changed it. A write that fails
+// reads the object again next time.
+func (h *Historian) extend(ctx context.Context, at time.Time) error {
+	h.mu.Lock()
+	cov, since := h.coverage.DeepCopy(), h.since
+	h.mu.Unlock()
+	name := CoverageName(h.namespace)
+	if cov == nil {
+		cov = &IPHistoryCoverage{
+			TypeMeta:   metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: CoverageKind},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: h.labels},
+			Namespace:  h.namespace,
+		}
+	}
+	changed := Extend(cov, since, at, at.Add(-h.retention))
+	if cov.Retention.Duration != h.retention || cov.Writer != h.writer {
+		cov.Retention.Duration, cov.Writer, changed = h.retention, h.writer, true
+	}
+	if !changed {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, kubeclient.SyncTimeout)
+	defer cancel()
+	saved, err := h.client.SaveCoverage(ctx, cov)
+	if err != nil {
+		if cur, gerr := h.client.GetCoverage(ctx, name); gerr == nil {
+			h.mu.Lock()
+			h.coverage = cur
+			h.mu.Unlock()
+		}
+		return fmt.Errorf("writing IPHistoryCoverage %s: %w", name, err)
+	}
+	h.mu.Lock()
+	h.coverage = saved
+	h.mu.Unlock()
+	writesTotal.WithLabelValues("coverage").Inc()
+	return nil
+}

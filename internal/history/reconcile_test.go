@@ -1,0 +1,351 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"example.com/podtoip-controller/internal/podinfo"
+)
+
+// TestHistoryOneWritePerHoldChange follows a dual-stack pod and the pod
+// that takes its IPv4 address: one create per address when the hold
+// starts, one update when it ends, one when the next holder's starts, none
+// when nothing changed; each hold from and to the time the controller saw
+// it, the end observed.
+func TestHistoryOneWritePerHoldChange(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	a := f.onPodAdd(testPod())
+	f.sync("10.244.0.5")
+	f.sync("fd00::5")
+	f.expectCalls("create 10.244.0.5", "create fd00--5")
+	f.sync("10.244.0.5")
+	f.expectCalls()
+
+	f.now = start.Add(time.Minute)
+	f.onPodDelete(a)
+	f.sync("10.244.0.5")
+	f.sync("fd00::5")
+	f.expectCalls("update 10.244.0.5", "update fd00--5")
+	f.now = start.Add(2 * time.Minute)
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "api", "uid-2"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	f.sync("10.244.0.5")
+	f.expectCalls("update 10.244.0.5")
+
+	h := f.cached("10.244.0.5")
+	if len(h.Holders) != 2 {
+		t.Fatalf("holders = %+v, want two", h.Holders)
+	}
+	first, second := h.Holders[0], h.Holders[1]
+	if first.Pod != "web" || first.PodUID != "uid-1" || first.Node != "node-1" || !first.From.Time.Equal(start) ||
+		first.To == nil || !first.To.Time.Equal(start.Add(time.Minute)) || first.EndedAfter != nil || first.StartedBefore != nil {
+		t.Errorf("first hold = %+v, want web from %v to %v, seen", first, start, start.Add(time.Minute))
+	}
+	if second.Pod != "api" || second.To != nil || !second.From.Time.Equal(start.Add(2*time.Minute)) || h.Holder != "ns/api" {
+		t.Errorf("second hold = %+v (holder %q), want api, open since %v", second, h.Holder, start.Add(2*time.Minute))
+	}
+	if h.Labels[managedBy] != "podtoip-controller" {
+		t.Errorf("labels = %v, want managed-by", h.Labels)
+	}
+}
+
+// TestHistoryRetention checks pruning: a closed hold past the retention
+// window goes; an open hold stays whatever its age; an address with no hold
+// left is deleted; nothing is written when nothing expired.
+func TestHistoryRetention(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	a := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "long", "uid-l"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.6"}}
+	}))
+	f.sync("10.244.0.5")
+	f.sync("10.244.0.6")
+	f.now = start.Add(time.Minute)
+	f.onPodDelete(a)
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5", "create 10.244.0.6", "update 10.244.0.5")
+
+	f.now = start.Add(30 * time.Minute)
+	if f.h.expired(f.record("10.244.0.5")) {
+		t.Error("a hold within the retention window counts as expired")
+	}
+	f.sync("10.244.0.5")
+	f.expectCalls()
+
+	f.now = start.Add(2 * time.Hour)
+	if !f.h.expired(f.record("10.244.0.5")) || f.h.expired(f.record("10.244.0.6")) {
+		t.Error("expired() does not tell the ended hold past the window from the open one")
+	}
+	f.sync("10.244.0.5")
+	f.sync("10.244.0.6")
+	f.expectCalls("delete 10.244.0.5")
+	if f.cached("10.244.0.6") == nil || len(f.cached("10.244.0.6").Holders) != 1 {
+		t.Error("the open hold, two hours old, was not kept")
+	}
+}
+
+// TestHistoryRecordsWhenChangesWereSeen checks that a hold starts and ends
+// when the pod handlers saw it do so, however late its reconcile runs (the
+// history trails the mirrors under load): an incident report must not
+// stretch a pod's hold over its successor's.
+func TestHistoryRecordsWhenChangesWereSeen(t *testing.T) {
+	f := newHistoryFixture(t)
+	f.h.active.Store(true)
+	seenAt := f.now
+	first := f.onPodAdd(testPod())
+	f.h.Moved(nil, first, nil, held(first))
+	f.now = seenAt.Add(10 * time.Second)
+	f.sync("10.244.0.5")
+	if hold := f.cached("10.244.0.5").Holders[0]; !hold.From.Time.Equal(seenAt) {
+		t.Errorf("hold from %v, want %v, when its start was seen", hold.From.Time, seenAt)
+	}
+
+	goneAt := seenAt.Add(time.Minute)
+	f.now = goneAt
+	f.onPodDelete(first)
+	f.h.Moved(first, nil, held(first), nil)
+	nextAt := goneAt.Add(2 * time.Second)
+	f.now = nextAt
+	second := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Name, p.UID = "next", "uid-2" }))
+	f.h.Moved(nil, second, nil, held(second))
+	f.now = nextAt.Add(20 * time.Second)
+	f.sync("10.244.0.5")
+	holds := f.cached("10.244.0.5").Holders
+	if len(holds) != 2 || holds[0].To == nil || !holds[0].To.Time.Equal(goneAt) || !holds[1].From.Time.Equal(nextAt) {
+		t.Errorf("holds = %+v, want the first ending at %v and the next starting at %v", holds, goneAt, nextAt)
+	}
+	if len(f.h.seen) != 1 { // fd00::5 was not reconciled yet
+		t.Errorf("seen keeps %d addresses after their reconcile, want only the one not reconciled", len(f.h.seen))
+	}
+
+	// A pod that got the address and let go of it between two reconciles
+	// (a Job's pod finishing at once) still has its hold, closed.
+	second = podinfo.Of(testPod(func(p *corev1.Pod) { p.Name, p.UID = "next", "uid-2" }))
+	f.onPodDelete(second)
+	f.h.Moved(second, nil, held(second), nil)
+	briefAt := f.now.Add(time.Minute)
+	f.now = briefAt
+	brief := podinfo.Of(testPod(func(p *corev1.Pod) { p.Name, p.UID, p.Spec.NodeName = "job-1", "uid-3", "node-2" }))
+	f.h.Moved(nil, brief, nil, held(brief))
+	f.now = briefAt.Add(time.Second)
+	f.h.Moved(brief, nil, held(brief), nil)
+	f.now = briefAt.Add(time.Minute)
+	f.sync("10.244.0.5")
+	holds = f.cached("10.244.0.5").Holders
+	last := holds[len(holds)-1]
+	if len(holds) != 3 || last.Pod != "job-1" || last.Node != "node-2" || !last.From.Time.Equal(briefAt) ||
+		last.To == nil || !last.To.Time.Equal(briefAt.Add(time.Second)) || holds[1].To == nil {
+		t.Errorf("holds = %+v, want next's closed and job-1's from %v to a second later", holds, briefAt)
+	}
+	f.sync("10.244.0.5")
+	if n := len(f.cached("10.244.0.5").Holders); n != 3 {
+		t.Errorf("a second reconcile left %d holds, want the same 3", n)
+	}
+}
+
+// TestHistoryRereadsWhatChangedUnderneath checks a write that finds the
+// IPHistory other than recorded (a previous leader's last write, an edit
+// the admission policy did not stop): nothing is written over it; the
+// object is read again, and the retry makes the change on what it is.
+func TestHistoryRereadsWhatChangedUnderneath(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	a := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5")
+
+	// Someone else records a hold of another pod, now gone.
+	o := f.cached("10.244.0.5")
+	Open(o, Hold{Namespace: "ns", Pod: "other", PodUID: "uid-o", From: metav1.NewTime(start.Add(-time.Hour))})
+	Close(o, "uid-o", start.Add(-time.Minute), nil)
+	f.client.rv++
+	o.ResourceVersion = fmt.Sprint(f.client.rv)
+
+	f.now = start.Add(time.Minute)
+	f.onPodDelete(a)
+	if err := f.h.sync(context.Background(), "10.244.0.5"); !apierrors.IsConflict(err) {
+		t.Fatalf("sync over a changed IPHistory = %v, want a conflict", err)
+	}
+	f.expectCalls()
+	f.sync("10.244.0.5")
+	f.expectCalls("update 10.244.0.5")
+	holds := f.cached("10.244.0.5").Holders
+	if len(holds) != 2 || holds[0].Pod != "other" || holds[1].Pod != "web" || holds[1].To == nil {
+		t.Errorf("holds = %+v, want other's kept and web's closed", holds)
+	}
+
+	// Deleted underneath: recreated from what the pods say.
+	delete(f.client.objects, "10.244.0.5")
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "next", "uid-n"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	if err := f.h.sync(context.Background(), "10.244.0.5"); !apierrors.IsNotFound(err) {
+		t.Fatalf("sync over a deleted IPHistory = %v, want not found", err)
+	}
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5")
+}
+
+// TestHistoryReplacesWhatAPatchCannotSay checks the one change a JSON
+// patch cannot name (a pod that let go of the address and took it again
+// within one second has two holds from the same second): the object is
+// read and replaced, and written right.
+func TestHistoryReplacesWhatAPatchCannotSay(t *testing.T) {
+	f := newHistoryFixture(t)
+	f.h.active.Store(true)
+	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5")
+	f.onPodDelete(p)
+	f.h.Moved(p, nil, held(p), nil)
+	f.sync("10.244.0.5")
+	f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5", "update 10.244.0.5", "replace 10.244.0.5")
+
+	f.now = f.now.Add(time.Minute)
+	f.onPodDelete(p)
+	f.sync("10.244.0.5")
+	f.expectCalls("replace 10.244.0.5")
+	holds := f.cached("10.244.0.5").Holders
+	if len(holds) != 2 || holds[0].To == nil || holds[1].To == nil || !holds[1].To.Time.Equal(f.now) {
+		t.Errorf("holds = %+v, want both closed, the second at %v", holds, f.now)
+	}
+	if r := f.record("10.244.0.5"); r.ResourceVersion != f.cached("10.244.0.5").ResourceVersion {
+		t.Errorf("record at version %s, the object at %s", r.ResourceVersion, f.cached("10.244.0.5").ResourceVersion)
+	}
+}
+
+// TestHistoryRereadsAfterAnInvalidPatch checks a write built on a stale
+// record that the API server refuses as invalid (422: it applies a JSON
+// patch before it checks the resourceVersion, and the patch names a hold
+// the object no longer has), as two --namespace controllers sharing an
+// address, or a lost response to a prune, make it: the record is read
+// again and the retry closes the hold, instead of failing for good.
+func TestHistoryRereadsAfterAnInvalidPatch(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	old := f.onPodAdd(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID, p.Status.PodIPs = "old", "uid-o", []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	f.sync("10.244.0.5")
+	f.now = start.Add(time.Minute)
+	f.onPodDelete(old)
+	f.sync("10.244.0.5")
+	web := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.now = start.Add(2 * time.Minute)
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5", "update 10.244.0.5", "update 10.244.0.5")
+
+	// Another writer removes the closed hold: the record still has it, so
+	// the index of web's hold in a patch is past the end.
+	o := f.cached("10.244.0.5")
+	o.Holders = o.Holders[1:]
+	Refresh(o)
+	f.client.rv++
+	o.ResourceVersion = fmt.Sprint(f.client.rv)
+
+	f.now = start.Add(3 * time.Minute)
+	f.onPodDelete(web)
+	if err := f.h.sync(context.Background(), "10.244.0.5"); err == nil {
+		t.Fatal("sync on a stale record succeeded; the fake API server should refuse the patch")
+	}
+	f.sync("10.244.0.5")
+	holds := f.cached("10.244.0.5").Holders
+	if len(holds) != 1 || holds[0].Pod != "web" || holds[0].To == nil || !holds[0].To.Time.Equal(f.now) {
+		t.Errorf("holds = %+v, want web's closed at %v", holds, f.now)
+	}
+}
+
+// TestHistoryReadsFirstWhenAWriteOutcomeIsUnknown checks a write whose
+// outcome is unknown and whose object cannot be read back at once (the
+// connection is gone): the next attempt reads it first, and builds on what
+// it is.
+func TestHistoryReadsFirstWhenAWriteOutcomeIsUnknown(t *testing.T) {
+	f := newHistoryFixture(t)
+	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5")
+	// The object changed (a write that landed though its response was
+	// lost), and the read after the failure fails too.
+	o := f.cached("10.244.0.5")
+	f.client.rv++
+	o.ResourceVersion = fmt.Sprint(f.client.rv)
+	f.client.failGet = 1
+	f.now = f.now.Add(time.Minute)
+	f.onPodDelete(p)
+	if err := f.h.sync(context.Background(), "10.244.0.5"); err == nil {
+		t.Fatal("sync on a changed object succeeded")
+	}
+	f.sync("10.244.0.5")
+	f.expectCalls("update 10.244.0.5")
+	if h := f.cached("10.244.0.5").Holders[0]; h.To == nil {
+		t.Errorf("hold = %+v, want closed", h)
+	}
+}
+
+// TestHistoryClosesBeforeItOpens checks an address held by MaxHolds pods
+// at once when one of them lets go and another takes it in the same pass:
+// the new holder gets its hold (the closed one freed its place).
+func TestHistoryClosesBeforeItOpens(t *testing.T) {
+	f := newHistoryFixture(t)
+	var first *podinfo.Pod
+	for i := range MaxHolds {
+		p := f.onPodAdd(testPod(func(p *corev1.Pod) {
+			p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+			p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+		}))
+		if i == 0 {
+			first = p
+		}
+	}
+	f.sync("10.244.0.5")
+	f.now = f.now.Add(time.Minute)
+	f.onPodDelete(first)
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "late", "uid-late"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	f.sync("10.244.0.5")
+	o := f.cached("10.244.0.5")
+	if _, ok := HoldOf(o, "uid-late"); !ok {
+		t.Errorf("the pod that took the address as another let go has no open hold; holder = %q", o.Holder)
+	}
+}
+
+// TestHistoryTerminatingPodEndsBetween checks a pod deleted with a grace
+// period: it keeps its hold while it terminates (it still holds the
+// address), and the hold then ends between when its termination began and
+// when it was gone.
+func TestHistoryTerminatingPodEndsBetween(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5")
+	f.now = start.Add(time.Minute)
+	term := podinfo.Of(testPod(func(p *corev1.Pod) {
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+		p.DeletionTimestamp = &metav1.Time{Time: start.Add(90 * time.Second)}
+	}))
+	f.h.Terminating(term, []string{"10.244.0.5"})
+	f.now = start.Add(2 * time.Minute)
+	f.onPodDelete(term)
+	_ = p
+	f.sync("10.244.0.5")
+	hold := f.cached("10.244.0.5").Holders[0]
+	if hold.EndedAfter == nil || !hold.EndedAfter.Time.Equal(start.Add(time.Minute)) || hold.To == nil || !hold.To.Time.Equal(f.now) {
+		t.Errorf("hold = %+v, want ended between %v (termination began) and %v (gone)", hold, start.Add(time.Minute), f.now)
+	}
+}
