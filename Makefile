@@ -9,6 +9,9 @@ BIN      := bin/podtoip-controller
 PLUGIN   := bin/kubectl-ptp
 TOOLS    := _output/bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Expanded once: a commit made while a target runs must not give its steps
+# two versions (the image's label and its binary's --version).
+VERSION  := $(VERSION)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 
 # Pinned control plane, built from Go modules (see hack/tools/*/go.mod):
