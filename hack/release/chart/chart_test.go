@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"example.com/podtoip-controller/hack/release/internal/helmchart"
+
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
@@ -64,7 +66,7 @@ var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.
 // keep annotation, checking that each has them.
 func renderObjects(t *testing.T, set string) map[string]map[string]any {
 	t.Helper()
-	manifests, err := render(chartDir, set)
+	manifests, err := helmchart.Render(chartDir, set)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"example.com/podtoip-controller/hack/release/internal/helmchart"
 )
 
 func main() {
@@ -46,7 +48,7 @@ func main() {
 		if *chartDir == "" || fs.NArg() > 0 {
 			usage()
 		}
-		out, err := renderManifests(*chartDir, *set)
+		out, err := helmchart.Manifests(*chartDir, *set)
 		if err != nil {
 			fail("render %s: %v", *chartDir, err)
 		}

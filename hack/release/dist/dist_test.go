@@ -79,7 +79,7 @@ func TestPackForThisMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(report)
-	for _, want := range []string{controllerBin + " " + version, pluginBin + " " + version, "image " + r.image} {
+	for _, want := range []string{controllerBin + " " + version, pluginBin + " " + version, "image " + r.image, "chart 0.3.1-2-gabcdef0, image " + r.image} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the verification did not report %q:\n%s", want, report)
 		}

@@ -9,6 +9,8 @@
 //   - install.yaml: artifacts/ rendered with kustomize, with the image
 //     IMAGE, for `kubectl apply -f install.yaml`;
 //   - krew/ptp.yaml: the krew plugin manifest of the kubectl-ptp archives;
+//   - podtoip-controller-CHARTVERSION.tgz: the Helm chart, whose defaults
+//     are this release's image, for `helm install NAME URL`;
 //   - checksums.txt: the SHA-256 of every file above, as sha256sum prints
 //     them (`sha256sum -c checksums.txt` checks a download).
 //
@@ -26,6 +28,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 const (
@@ -33,6 +36,7 @@ const (
 	pluginBin     = "kubectl-ptp"
 	// pluginName is the plugin's name in krew: `kubectl krew install ptp`.
 	pluginName = "ptp"
+	chartName  = "podtoip-controller"
 
 	checksumsFile = "checksums.txt"
 	installFile   = "install.yaml"
@@ -57,6 +61,13 @@ type release struct {
 	platforms  []platform
 }
 
+// chartVersion is the release's version as Helm requires it, a semantic
+// version (krew's, without the v).
+func (r release) chartVersion() string { return strings.TrimPrefix(krewVersion(r.version), "v") }
+
+// chartFile is the name of the packed chart.
+func (r release) chartFile() string { return fmt.Sprintf("%s-%s.tgz", chartName, r.chartVersion()) }
+
 // archiveName is the name of bin's archive for p.
 func (r release) archiveName(bin string, p platform) string {
 	return fmt.Sprintf("%s_%s_%s.tar.gz", bin, r.version, p)
@@ -64,7 +75,7 @@ func (r release) archiveName(bin string, p platform) string {
 
 func main() {
 	var (
-		root       = flag.String("root", "", "The repository's root: LICENSE, README.md and artifacts/ are read from it (required to pack).")
+		root       = flag.String("root", "", "The repository's root: LICENSE, README.md, artifacts/ and charts/ are read from it (required to pack).")
 		binDir     = flag.String("bin", "", "Directory with the cross-compiled binaries in OS_ARCH/ subdirectories (required to pack).")
 		out        = flag.String("out", "", "Directory to write the release to (required to pack); it must not exist or be empty.")
 		version    = flag.String("version", "", "The release's version, as in the binaries' --version (required).")

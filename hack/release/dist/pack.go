@@ -16,6 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+
 	"example.com/podtoip-controller/hack/release/internal/kustomize"
 )
 
@@ -87,6 +90,13 @@ func pack(root, binDir, out string, r release) ([]string, error) {
 	if err := write(installFile, manifests); err != nil {
 		return nil, err
 	}
+	chart, err := chartPackage(filepath.Join(root, "charts", chartName), r)
+	if err != nil {
+		return nil, err
+	}
+	if err := write(r.chartFile(), chart); err != nil {
+		return nil, err
+	}
 	plugin, err := krewManifest(r, pluginArchives)
 	if err != nil {
 		return nil, err
@@ -127,6 +137,44 @@ func installYAML(artifacts string, r release) ([]byte, error) {
 	header := fmt.Sprintf("# podtoip-controller %s: the manifests of artifacts/, image %s.\n"+
 		"# Install or upgrade with: kubectl apply -f install.yaml\n", r.version, r.image)
 	return append([]byte(header), b...), nil
+}
+
+// chartPackage packs the chart in chartDir as `helm package` does, for
+// this release: its version the release's, its image the release's (the
+// repository in values.yaml, the tag as appVersion), so that `helm
+// install NAME URL` installs the release without --set.
+func chartPackage(chartDir string, r release) ([]byte, error) {
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, fmt.Errorf("loading the chart (make chart writes it): %w", err)
+	}
+	repo, tag, err := kustomize.SplitImage(r.image)
+	if err != nil {
+		return nil, err
+	}
+	chrt.Metadata.Version = r.chartVersion()
+	chrt.Metadata.AppVersion = tag
+	const defaultRepo = "\n  repository: " + kustomize.ImageName + "\n"
+	found := false
+	for _, f := range chrt.Raw {
+		if f.Name == chartutil.ValuesfileName && bytes.Contains(f.Data, []byte(defaultRepo)) {
+			f.Data = bytes.Replace(f.Data, []byte(defaultRepo), []byte("\n  repository: "+repo+"\n"), 1)
+			found = true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%s/values.yaml has no %q to set the release's image in; make chart writes it", chartDir, strings.TrimSpace(defaultRepo))
+	}
+	tmp, err := os.MkdirTemp("", "podtoip-chart-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	path, err := chartutil.Save(chrt, tmp)
+	if err != nil {
+		return nil, fmt.Errorf("packing the chart: %w", err)
+	}
+	return os.ReadFile(path)
 }
 
 // tarGz archives the binary (mode 0755) and the documents (0644), owned by

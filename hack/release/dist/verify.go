@@ -18,8 +18,11 @@ import (
 	"strings"
 	"time"
 
+	"helm.sh/helm/v3/pkg/chart/loader"
 	"sigs.k8s.io/krew/pkg/index"
 	"sigs.k8s.io/yaml"
+
+	"example.com/podtoip-controller/hack/release/internal/helmchart"
 )
 
 // checkBinary checks that b is an executable for p: an ELF file for the
@@ -66,7 +69,7 @@ func verify(dir string, r release) (string, error) {
 	for _, p := range r.platforms {
 		want = append(want, r.archiveName(controllerBin, p), r.archiveName(pluginBin, p))
 	}
-	want = append(want, installFile, krewFile)
+	want = append(want, installFile, krewFile, r.chartFile())
 	if got := slices.Sorted(mapKeys(sums)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		return "", fmt.Errorf("%s lists %q, want %q", checksumsFile, got, want)
 	}
@@ -117,11 +120,15 @@ func verify(dir string, r release) (string, error) {
 	if err := checkInstallYAML(files[installFile], r.image); err != nil {
 		return "", err
 	}
+	if err := checkChart(filepath.Join(dir, r.chartFile()), r); err != nil {
+		return "", err
+	}
 	plugin, err := checkKrewManifest(files[krewFile], r, sums)
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(&report, "  %s: image %s\n  %s: %s %s, %d platforms\n", installFile, r.image, krewFile, plugin.Name, plugin.Spec.Version, len(plugin.Spec.Platforms))
+	fmt.Fprintf(&report, "  %s: image %s\n  %s: chart %s, image %s\n  %s: %s %s, %d platforms\n", installFile, r.image,
+		r.chartFile(), r.chartVersion(), r.image, krewFile, plugin.Name, plugin.Spec.Version, len(plugin.Spec.Platforms))
 	return fmt.Sprintf("verified release %s in %s (%d files in %s)\n%s", r.version, dir, len(want), checksumsFile, report.String()), nil
 }
 
@@ -155,14 +162,39 @@ func readChecksums(path string) (map[string]string, error) {
 // checkInstallYAML checks that install.yaml runs the release's image, and
 // nothing else.
 func checkInstallYAML(b []byte, image string) error {
+	if images := images(string(b)); !slices.Equal(images, []string{image}) {
+		return fmt.Errorf("%s runs the images %q, want exactly %s", installFile, images, image)
+	}
+	return nil
+}
+
+// images lists the images the manifests run.
+func images(manifests string) []string {
 	var images []string
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(manifests, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "image: "); ok {
-			images = append(images, v)
+			images = append(images, strings.Trim(v, `"'`))
 		}
 	}
-	if !slices.Equal(images, []string{image}) {
-		return fmt.Errorf("%s runs the images %q, want exactly %s", installFile, images, image)
+	return images
+}
+
+// checkChart renders the packed chart with its defaults, as `helm install`
+// would, and checks that it is this release's and runs its image.
+func checkChart(path string, r release) error {
+	chrt, err := loader.Load(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if chrt.Metadata.Version != r.chartVersion() {
+		return fmt.Errorf("%s is chart version %s, want %s", path, chrt.Metadata.Version, r.chartVersion())
+	}
+	manifests, err := helmchart.Manifests(path, "")
+	if err != nil {
+		return fmt.Errorf("rendering %s: %w", path, err)
+	}
+	if images := images(manifests); !slices.Equal(images, []string{r.image}) {
+		return fmt.Errorf("%s runs the images %q by default, want exactly %s", r.chartFile(), images, r.image)
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ func build(artifactsDir string, o Overlay) (resmap.ResMap, error) {
 		"resources":  []string{"../artifacts"},
 	}
 	if o.Image != "" {
-		name, tag, err := splitImage(o.Image)
+		name, tag, err := SplitImage(o.Image)
 		if err != nil {
 			return nil, err
 		}
@@ -113,9 +113,9 @@ func asStrings(v any) []string {
 	return s
 }
 
-// splitImage splits REGISTRY/REPOSITORY:TAG at the tag's colon (a
+// SplitImage splits REGISTRY/REPOSITORY:TAG at the tag's colon (a
 // registry's port has one too, before the last slash).
-func splitImage(ref string) (name, tag string, err error) {
+func SplitImage(ref string) (name, tag string, err error) {
 	i := strings.LastIndex(ref, ":")
 	if i < 0 || strings.Contains(ref[i:], "/") || i == len(ref)-1 {
 		return "", "", fmt.Errorf("image %q has no tag: give it as REGISTRY/REPOSITORY:TAG", ref)

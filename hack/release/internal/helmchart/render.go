@@ -1,4 +1,7 @@
-package main
+// Package helmchart renders a Helm chart as `helm template` and `helm
+// install` do, with Helm's own packages, so that the tests and the release
+// check the chart users install without a helm binary.
+package helmchart
 
 import (
 	"fmt"
@@ -18,11 +21,12 @@ const (
 	releaseNamespace = "default"
 )
 
-// render renders the chart in chartDir with the values set (helm's --set
-// syntax) and returns the manifests in the order helm install applies
-// them, as Helm's engine renders them for `helm template`.
-func render(chartDir, set string) ([]releaseutil.Manifest, error) {
-	chrt, err := loader.Load(chartDir)
+// Render renders the chart in chartPath (a directory or a .tgz) with the
+// values set (helm's --set syntax) and returns the manifests in the order
+// helm install applies them, as Helm's engine renders them for `helm
+// template`.
+func Render(chartPath, set string) ([]releaseutil.Manifest, error) {
+	chrt, err := loader.Load(chartPath)
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart: %w", err)
 	}
@@ -61,9 +65,9 @@ func render(chartDir, set string) ([]releaseutil.Manifest, error) {
 	return manifests, nil
 }
 
-// renderManifests is render as one YAML stream.
-func renderManifests(chartDir, set string) (string, error) {
-	manifests, err := render(chartDir, set)
+// Manifests is Render as one YAML stream.
+func Manifests(chartPath, set string) (string, error) {
+	manifests, err := Render(chartPath, set)
 	if err != nil {
 		return "", err
 	}
