@@ -1,8 +1,13 @@
 package kustomize
 
 import (
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 )
 
 const artifacts = "../../../../artifacts"
@@ -54,4 +59,52 @@ func TestObjectsWithComponent(t *testing.T) {
 			t.Errorf("no %s among %v", k, kinds)
 		}
 	}
+}
+
+// TestObjectsAreKubectlKustomize: the library renders artifacts/ object for
+// object as `kubectl kustomize artifacts/` does (kubectl is on the PATH of
+// every machine that builds this project: the README's requirements), so
+// that install.yaml and the chart are what `kubectl apply -k` applies.
+func TestObjectsAreKubectlKustomize(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), "kubectl", "kustomize", artifacts).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v", artifacts, err)
+	}
+	want := map[string]map[string]any{}
+	for _, doc := range strings.Split(string(out), "\n---\n") {
+		var o map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("reading what kubectl kustomize renders: %v", err)
+		}
+		want[id(o)] = o
+	}
+	objs, err := Objects(artifacts, Overlay{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]any{}
+	for _, o := range objs {
+		// Through YAML, as kubectl's output is read, so that numbers
+		// compare as numbers.
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c map[string]any
+		if err := yaml.Unmarshal(b, &c); err != nil {
+			t.Fatal(err)
+		}
+		got[id(c)] = c
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("kubectl kustomize (-) and the library (+) render artifacts/ differently:\n%s", d)
+	}
+	if len(got) < 10 {
+		t.Errorf("only %d objects rendered", len(got))
+	}
+}
+
+func id(o map[string]any) string {
+	meta, _ := o["metadata"].(map[string]any)
+	return fmt.Sprintf("%v %v/%v", o["kind"], meta["namespace"], meta["name"])
 }
