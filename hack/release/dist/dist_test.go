@@ -99,7 +99,8 @@ func TestPackForThisMachine(t *testing.T) {
 		krewRoot := t.TempDir()
 		archive := filepath.Join(out, r.archiveName(pluginBin, host))
 		cmd := exec.CommandContext(t.Context(), filepath.Join(gobin, "krew"), "install", "--manifest="+manifest, "--archive="+archive)
-		cmd.Env = append(os.Environ(), "KREW_ROOT="+krewRoot)
+		// Offline: no check for a newer krew.
+		cmd.Env = append(os.Environ(), "KREW_ROOT="+krewRoot, "KREW_NO_UPGRADE_CHECK=1")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("krew install --manifest --archive: %v\n%s", err, b)
 		}
