@@ -415,7 +415,7 @@ func verify(w io.Writer, dir string) error {
 			return fmt.Errorf("the %s image is version %q, the %s one %q", arch, got.version, imageArchs[0], version)
 		}
 		version = got.version
-		fmt.Fprintf(w, "  %s/%s: %s, %s, user %s (non-root), entrypoint %q, static ELF for %s (%s)%s\n",
+		fmt.Fprintf(w, "  %s/%s: %s, %s, user %s (non-root), entrypoint %q, static ELF for %s of %s%s\n",
 			imageOS, arch, m.Digest, humanSize(got.size), got.user, got.entrypoint, got.machine, humanSize(got.binarySize), got.ran)
 	}
 	var names []string
