@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,10 @@ import (
 	"example.com/podtoip-controller/hack/release/internal/helmchart"
 
 	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/strvals"
 	"sigs.k8s.io/yaml"
 
 	"example.com/podtoip-controller/hack/release/internal/kustomize"
@@ -134,7 +139,7 @@ func kustomizeObjects(t *testing.T, o kustomize.Overlay) map[string]map[string]a
 // sameObjects reports every object that differs, is missing or is extra.
 func sameObjects(t *testing.T, got, want map[string]map[string]any) {
 	t.Helper()
-	for _, k := range slices.Sorted(mapKeys(want)) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
 		g, ok := got[k]
 		if !ok {
 			t.Errorf("the chart does not render %s", k)
@@ -144,19 +149,9 @@ func sameObjects(t *testing.T, got, want map[string]map[string]any) {
 			t.Errorf("%s differs between kustomize (-) and the chart (+):\n%s", k, d)
 		}
 	}
-	for _, k := range slices.Sorted(mapKeys(got)) {
+	for _, k := range slices.Sorted(maps.Keys(got)) {
 		if _, ok := want[k]; !ok {
 			t.Errorf("the chart renders %s, which kustomize does not", k)
-		}
-	}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
 		}
 	}
 }
@@ -234,4 +229,27 @@ func TestChartValues(t *testing.T) {
 
 	// yaml.Unmarshal of the chart's output reads 3 and 1 as float64 too.
 	sameObjects(t, got, want)
+}
+
+// TestChartLint: Helm's own linter (helm lint) finds nothing worse than
+// information in the chart, with its defaults and with every option on.
+func TestChartLint(t *testing.T) {
+	kube, err := chartutil.ParseKubeVersion("v1.32.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []string{"", "metrics.secure=false,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,workers=8,historyRetention=1h"} {
+		vals := map[string]any{}
+		if err := strvals.ParseInto(set, vals); err != nil {
+			t.Fatal(err)
+		}
+		l := lint.AllWithKubeVersion(chartDir, vals, "default", kube)
+		for _, m := range l.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("helm lint (values %q): %s", set, m)
+			} else {
+				t.Logf("helm lint (values %q): %s", set, m)
+			}
+		}
+	}
 }

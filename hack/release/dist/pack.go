@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,7 +106,7 @@ func pack(root, binDir, out string, r release) ([]string, error) {
 		return nil, err
 	}
 
-	names := slices.Sorted(mapKeys(sums))
+	names := slices.Sorted(maps.Keys(sums))
 	var list bytes.Buffer
 	for _, n := range names {
 		// sha256sum's format: two spaces, or " *" for binary mode.
@@ -115,16 +116,6 @@ func pack(root, binDir, out string, r release) ([]string, error) {
 		return nil, err
 	}
 	return append(names, checksumsFile), nil
-}
-
-func mapKeys(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // installYAML renders artifacts/ with the release's image, as one file for

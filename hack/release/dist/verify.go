@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,7 +71,7 @@ func verify(dir string, r release) (string, error) {
 		want = append(want, r.archiveName(controllerBin, p), r.archiveName(pluginBin, p))
 	}
 	want = append(want, installFile, krewFile, r.chartFile())
-	if got := slices.Sorted(mapKeys(sums)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+	if got := slices.Sorted(maps.Keys(sums)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		return "", fmt.Errorf("%s lists %q, want %q", checksumsFile, got, want)
 	}
 	files := map[string][]byte{}
@@ -95,7 +96,7 @@ func verify(dir string, r release) (string, error) {
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", name, err)
 			}
-			if got, want := slices.Sorted(mapKeys(toStrings(headers))), slices.Sorted(slices.Values(append([]string{bin}, docs...))); !slices.Equal(got, want) {
+			if got, want := slices.Sorted(maps.Keys(headers)), slices.Sorted(slices.Values(append([]string{bin}, docs...))); !slices.Equal(got, want) {
 				return "", fmt.Errorf("%s holds %q, want %q", name, got, want)
 			}
 			if headers[bin].Mode&0o111 == 0 {
@@ -130,14 +131,6 @@ func verify(dir string, r release) (string, error) {
 	fmt.Fprintf(&report, "  %s: image %s\n  %s: chart %s, image %s\n  %s: %s %s, %d platforms\n", installFile, r.image,
 		r.chartFile(), r.chartVersion(), r.image, krewFile, plugin.Name, plugin.Spec.Version, len(plugin.Spec.Platforms))
 	return fmt.Sprintf("verified release %s in %s (%d files in %s)\n%s", r.version, dir, len(want), checksumsFile, report.String()), nil
-}
-
-func toStrings[V any](m map[string]V) map[string]string {
-	out := map[string]string{}
-	for k := range m {
-		out[k] = k
-	}
-	return out
 }
 
 // readChecksums reads a sha256sum listing into file name -> hex digest.
