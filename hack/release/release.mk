@@ -19,7 +19,7 @@ KREW_VALIDATE := sigs.k8s.io/krew/cmd/validate-krew-manifest@v0.4.3
 RELEASE_MOD := cd hack/release &&
 
 .PHONY: dist
-dist: ## Write a release to dist/: binaries' archives for linux and darwin (amd64, arm64), install.yaml, the krew manifest, checksums.txt; then verify it.
+dist: ## Write a release to dist/: archives of both binaries for linux and darwin (amd64, arm64), install.yaml, the Helm chart, the krew manifest, checksums.txt; then verify it.
 	rm -rf $(DIST) $(DIST_BIN)
 	@set -e; for p in $(DIST_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; echo ">> $$os/$$arch"; \
