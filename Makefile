@@ -41,6 +41,7 @@ JQ         := $(TOOLS)/jq
 JQ_VERSION := v0.12.19
 
 include hack/image/image.mk
+include hack/release/release.mk
 
 # E2E_FLAGS lets you pass extra `go test` flags, e.g. E2E_FLAGS='-run Lifecycle -v'.
 E2E_FLAGS ?=
@@ -90,7 +91,7 @@ $(KWOK_STAGES): hack/tools/kwok/go.mod hack/tools/kwok/go.sum
 	@echo ">> wrote $@ from kwok's stages: $(KWOK_STAGE_FILES)"
 
 .PHONY: test
-test: test-unit test-fuzz test-image test-e2e ## Run all tests: unit tests, a short fuzz run, the image check, then the end-to-end and fault suites against a real API server.
+test: test-unit test-fuzz test-image test-release test-e2e ## Run all tests: unit tests, a short fuzz run, the image check, the release and Helm chart checks, then the end-to-end and fault suites against a real API server.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (race detector on).
@@ -210,6 +211,7 @@ vet: ## Run go vet and gofmt checks on all modules.
 	cd e2e && $(GO) vet ./...
 	cd hack/image && $(GO) vet ./...
 	cd hack/benchplot && $(GO) vet ./...
+	cd hack/release && $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 
 .PHONY: clean

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -40,21 +41,59 @@ var policyNames = []string{"podtoip-controller", "podtoip-controller-history"}
 
 var saGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + framework.DeployNamespace, "system:authenticated"}
 
-// TestDeployManifests applies artifacts/ with kustomize as users do, then
-// checks that the pod template passes the "restricted" Pod Security
-// Standard, that the RBAC is exactly what the controller needs, and that the
-// controller works both as the ServiceAccount and with in-cluster config.
+// TestDeployManifests installs the shipped manifests as users do, from
+// each source in turn: the Helm chart (charts/podtoip-controller, rendered
+// with its default values) and the kustomization (kubectl apply -k
+// artifacts/). For each, it checks that the pod template passes the
+// "restricted" Pod Security Standard, that the RBAC is exactly what the
+// controller needs, and that the controller works both as the
+// ServiceAccount and with in-cluster config.
 func TestDeployManifests(t *testing.T) {
-	artifactsDir := filepath.Join(cp.Root, "artifacts")
-	if out, err := cp.Kubectl(t.Context(), "apply", "-k", artifactsDir); err != nil {
-		t.Fatalf("kubectl apply -k artifacts/: %v\n%s", err, out)
+	// The chart first: the kustomization is applied last, over it, so the
+	// tests after this one find what `kubectl apply -k artifacts/` installs.
+	sources := []struct {
+		name      string
+		manifests []string // what kubectl apply is given
+	}{
+		{"helm chart", []string{"-f", renderChart(t)}},
+		{"kustomize", []string{"-k", filepath.Join(cp.Root, "artifacts")}},
+	}
+	for _, s := range sources {
+		t.Run(s.name, func(t *testing.T) { testDeploy(t, s.manifests) })
+	}
+}
+
+// renderChart renders the Helm chart with its default values, as `helm
+// template` does, with Helm's own packages (hack/release), and returns the
+// file it wrote them to.
+func renderChart(t *testing.T) string {
+	cmd := exec.CommandContext(framework.CtxFor(t, 10*time.Minute), "go", "run", "./chart", "render", "-chart", filepath.Join(cp.Root, "charts", "podtoip-controller"))
+	cmd.Dir = filepath.Join(cp.Root, "hack", "release")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("rendering the Helm chart: %v\n%s", err, stderr.String())
+	}
+	path := filepath.Join(t.TempDir(), "chart.yaml")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// testDeploy applies the manifests kubectl apply is given, then checks
+// them and the controller running with them.
+func testDeploy(t *testing.T, manifests []string) {
+	if out, err := cp.Kubectl(t.Context(), append([]string{"apply"}, manifests...)...); err != nil {
+		t.Fatalf("kubectl apply %s: %v\n%s", strings.Join(manifests, " "), err, out)
 	}
 	// The admission policy applies to every identity; the other tests run
 	// their controllers as admin. Here the controller runs as the shipped
 	// ServiceAccount, with the policy on.
 	removePolicyAtEnd(t, cp)
-	if out, err := cp.Kubectl(t.Context(), "apply", "--dry-run=server", "-k", artifactsDir); err != nil {
-		t.Fatalf("kubectl apply --dry-run=server -k artifacts/: %v\n%s", err, out)
+	if out, err := cp.Kubectl(t.Context(), append([]string{"apply", "--dry-run=server"}, manifests...)...); err != nil {
+		t.Fatalf("kubectl apply --dry-run=server %s: %v\n%s", strings.Join(manifests, " "), err, out)
 	}
 
 	t.Run("pod template passes the restricted Pod Security Standard", func(t *testing.T) {
@@ -317,7 +356,7 @@ exec %q "$@"`, sa, suite.ControllerBin)
 		// No --kubeconfig and no KUBECONFIG: exactly what a pod sees.
 		env := []string{"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port, "KUBECONFIG="}
 		ns := suite.NewNamespace(t)
-		p, err := controlplane.StartProcess("unshare", env, filepath.Join(suite.Artifacts, "TestDeployManifests_in-cluster.log"),
+		p, err := controlplane.StartProcess("unshare", env, filepath.Join(suite.Artifacts, strings.NewReplacer("/", "_", " ", "-").Replace(t.Name())+".log"),
 			"--mount", "--propagation", "private", "sh", "-c", script, "podtoip-controller",
 			"--leader-elect", "-v=2", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--startup-timeout=20s")
 		if err != nil {

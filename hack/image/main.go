@@ -1,6 +1,7 @@
 // Command image builds the podtoip-controller container image as an OCI image
 // layout without a Docker engine or a base-image download, and verifies such
-// a layout.
+// a layout. The layout holds one image index, for linux/amd64 and
+// linux/arm64, so that one reference runs on nodes of either architecture.
 //
 // The image is equivalent to the one the repository's Dockerfile produces: a
 // single layer holding the static binary at /podtoip-controller, /etc/passwd
@@ -9,7 +10,7 @@
 //
 // Build:
 //
-//	go run . -binary PATH -version V -out DIR [-tag NAME:TAG]
+//	go run . -binary linux/amd64=PATH -binary linux/arm64=PATH -version V -out DIR [-tag NAME:TAG]
 //
 // Verify:
 //
@@ -59,7 +60,6 @@ const (
 	imageUser = "65532:65532"
 
 	imageOS   = "linux"
-	imageArch = "amd64"
 	imagePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 	refNameAnnotation = "org.opencontainers.image.ref.name"
@@ -72,6 +72,27 @@ const (
 	runTimeout    = 30 * time.Second
 )
 
+// imageArchs are the architectures the image index holds an image for, in
+// its order; each image's binary is an ELF file for the machine given.
+var imageArchs = []string{"amd64", "arm64"}
+
+var elfMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+// binariesFlag collects -binary OS/ARCH=PATH, one per architecture.
+type binariesFlag map[string]string
+
+func (b binariesFlag) String() string { return fmt.Sprint(map[string]string(b)) }
+
+func (b binariesFlag) Set(v string) error {
+	platform, path, ok := strings.Cut(v, "=")
+	goos, arch, ok2 := strings.Cut(platform, "/")
+	if !ok || !ok2 || goos != imageOS || elfMachines[arch] == 0 || path == "" {
+		return fmt.Errorf("%q: want %s/ARCH=PATH, ARCH one of %v", v, imageOS, imageArchs)
+	}
+	b[arch] = path
+	return nil
+}
+
 // epoch is the timestamp of every file and of the image itself, so that the
 // same binary always yields the same image digest.
 var epoch = time.Unix(0, 0).UTC()
@@ -83,8 +104,9 @@ const (
 )
 
 func main() {
+	binaries := binariesFlag{}
+	flag.Var(binaries, "binary", "OS/ARCH=PATH: the static podtoip-controller binary for that platform (one for each of linux/amd64 and linux/arm64, required to build).")
 	var (
-		binary    = flag.String("binary", "", "Path to the static podtoip-controller binary to put in the image (required to build).")
 		version   = flag.String("version", "dev", "Image version, recorded in the org.opencontainers.image.version label.")
 		source    = flag.String("source", "example.com/podtoip-controller", "Value of the org.opencontainers.image.source label.")
 		out       = flag.String("out", "", "Directory to write the OCI image layout to (required to build). An existing OCI layout there is replaced.")
@@ -92,7 +114,7 @@ func main() {
 		verifyDir = flag.String("verify", "", "Verify the OCI image layout in this directory instead of building one.")
 	)
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage:\n  %[1]s -binary PATH -version V -out DIR [-tag NAME:TAG] [-source S]\n  %[1]s -verify DIR\n\nFlags:\n", filepath.Base(os.Args[0]))
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage:\n  %[1]s -binary linux/amd64=PATH -binary linux/arm64=PATH -version V -out DIR [-tag NAME:TAG] [-source S]\n  %[1]s -verify DIR\n\nFlags:\n", filepath.Base(os.Args[0]))
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -101,7 +123,7 @@ func main() {
 	}
 
 	if *verifyDir != "" {
-		if *binary != "" || *out != "" {
+		if len(binaries) > 0 || *out != "" {
 			usageError("-verify cannot be combined with -binary or -out")
 		}
 		if err := verify(os.Stdout, *verifyDir); err != nil {
@@ -110,8 +132,8 @@ func main() {
 		return
 	}
 
-	if *binary == "" || *out == "" {
-		usageError("-binary and -out are required (or use -verify DIR)")
+	if len(binaries) != len(imageArchs) || *out == "" {
+		usageError("-binary for each of %v and -out are required (or use -verify DIR)", imageArchs)
 	}
 	if *version == "" {
 		usageError("-version must not be empty")
@@ -119,7 +141,7 @@ func main() {
 	if _, err := name.NewTag(*tag); err != nil {
 		usageError("-tag %q: %v", *tag, err)
 	}
-	if err := build(os.Stdout, *binary, *version, *source, *out, *tag); err != nil {
+	if err := build(os.Stdout, binaries, *version, *source, *out, *tag); err != nil {
 		fail("build image: %v", err)
 	}
 }
@@ -217,8 +239,8 @@ func imageConfig(version, source string) v1.Config {
 	}
 }
 
-// buildImage assembles the OCI image from the binary's contents.
-func buildImage(binary []byte, version, source string) (v1.Image, error) {
+// buildImage assembles the OCI image for arch from the binary's contents.
+func buildImage(binary []byte, version, source, arch string) (v1.Image, error) {
 	tarBytes, err := layerTar(layerFiles(binary))
 	if err != nil {
 		return nil, err
@@ -250,7 +272,7 @@ func buildImage(binary []byte, version, source string) (v1.Image, error) {
 	}
 	cf = cf.DeepCopy()
 	cf.OS = imageOS
-	cf.Architecture = imageArch
+	cf.Architecture = arch
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config = imageConfig(version, source)
 	img, err = mutate.ConfigFile(img, cf)
@@ -260,19 +282,27 @@ func buildImage(binary []byte, version, source string) (v1.Image, error) {
 	return img, nil
 }
 
-// build reads the binary, checks that it is static, and writes the image to
-// the OCI layout at out, replacing a previous layout there.
-func build(w io.Writer, binaryPath, version, source, out, tag string) error {
-	binary, err := os.ReadFile(binaryPath)
-	if err != nil {
-		return err
-	}
-	if err := checkStaticELF(binary); err != nil {
-		return fmt.Errorf("%s: %w (build it with CGO_ENABLED=0)", binaryPath, err)
-	}
-	img, err := buildImage(binary, version, source)
-	if err != nil {
-		return err
+// build reads the binaries, checks that each is static and for its
+// architecture, and writes the image index of their images to the OCI
+// layout at out, replacing a previous layout there.
+func build(w io.Writer, binaries map[string]string, version, source, out, tag string) error {
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, arch := range imageArchs {
+		binary, err := os.ReadFile(binaries[arch])
+		if err != nil {
+			return err
+		}
+		if err := checkStaticELF(binary, arch); err != nil {
+			return fmt.Errorf("%s: %w (build it with CGO_ENABLED=0 GOOS=%s GOARCH=%s)", binaries[arch], err, imageOS, arch)
+		}
+		img, err := buildImage(binary, version, source, arch)
+		if err != nil {
+			return err
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
+			Add:        img,
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: imageOS, Architecture: arch}},
+		})
 	}
 	if err := prepareOut(out); err != nil {
 		return err
@@ -281,21 +311,14 @@ func build(w io.Writer, binaryPath, version, source, out, tag string) error {
 	if err != nil {
 		return fmt.Errorf("write layout: %w", err)
 	}
-	if err := lp.AppendImage(img,
-		layout.WithAnnotations(map[string]string{refNameAnnotation: tag}),
-		layout.WithPlatform(v1.Platform{OS: imageOS, Architecture: imageArch}),
-	); err != nil {
-		return fmt.Errorf("write image: %w", err)
+	if err := lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{refNameAnnotation: tag})); err != nil {
+		return fmt.Errorf("write image index: %w", err)
 	}
-	digest, err := img.Digest()
+	digest, err := idx.Digest()
 	if err != nil {
 		return err
 	}
-	size, err := imageSize(img)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "wrote %s to %s\n  digest: %s\n  size:   %s\n", tag, out, digest, humanSize(size))
+	fmt.Fprintf(w, "wrote %s to %s\n  index digest: %s (%s/%s)\n", tag, out, digest, imageOS, strings.Join(imageArchs, ", "+imageOS+"/"))
 	return nil
 }
 
@@ -340,93 +363,154 @@ func humanSize(n int64) string {
 	return fmt.Sprintf("%d bytes (%.1f MiB)", n, float64(n)/(1<<20))
 }
 
-// verify checks the OCI layout in dir: one image, for linux/amd64, running
-// the static binary at /podtoip-controller as 65532:65532, with exactly the
-// expected files; then runs the binary with --version.
+// verify checks the OCI layout in dir: one image index, with one image for
+// each of linux/amd64 and linux/arm64, each running the static binary for
+// its architecture at /podtoip-controller as 65532:65532, with exactly the
+// expected files; then runs the binary of this machine's architecture with
+// --version.
 func verify(w io.Writer, dir string) error {
-	img, desc, err := readLayout(dir)
+	idx, desc, err := readLayout(dir)
 	if err != nil {
 		return err
 	}
-	if err := validate.Image(img); err != nil {
-		return fmt.Errorf("image blobs are inconsistent: %w", err)
+	if err := validate.Index(idx); err != nil {
+		return fmt.Errorf("image index blobs are inconsistent: %w", err)
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	if err := checkConfig(cf); err != nil {
-		return err
-	}
-	binary, err := checkFiles(img)
+	im, err := idx.IndexManifest()
 	if err != nil {
 		return err
 	}
-	if err := checkStaticELF(binary); err != nil {
-		return fmt.Errorf("%s: %w", entrypoint, err)
+	var archs []string
+	for _, m := range im.Manifests {
+		if m.Platform == nil {
+			return fmt.Errorf("index entry %s names no platform", m.Digest)
+		}
+		archs = append(archs, m.Platform.OS+"/"+m.Platform.Architecture)
 	}
-	got, err := runVersion(binary)
-	if err != nil {
-		return err
+	var want []string
+	for _, arch := range imageArchs {
+		want = append(want, imageOS+"/"+arch)
 	}
-	if want := versionPrefix + cf.Config.Labels[versionLabel]; got != want {
-		return fmt.Errorf("%s --version printed %q, but the image's %s label says %q", entrypoint, got, versionLabel, cf.Config.Labels[versionLabel])
+	if !reflect.DeepEqual(archs, want) {
+		return fmt.Errorf("the image index holds %v, want %v", archs, want)
 	}
-
-	size, err := imageSize(img)
-	if err != nil {
-		return err
+	fmt.Fprintf(w, "verified OCI layout %s\n", dir)
+	fmt.Fprintf(w, "  tag:        %s\n", desc.Annotations[refNameAnnotation])
+	fmt.Fprintf(w, "  index:      %s\n", desc.Digest)
+	var version string
+	for i, m := range im.Manifests {
+		arch := imageArchs[i]
+		if !m.MediaType.IsImage() {
+			return fmt.Errorf("index entry for %s has media type %s, want an image manifest", arch, m.MediaType)
+		}
+		img, err := idx.Image(m.Digest)
+		if err != nil {
+			return fmt.Errorf("read the %s image %s: %w", arch, m.Digest, err)
+		}
+		got, err := verifyImage(img, arch)
+		if err != nil {
+			return fmt.Errorf("%s/%s image: %w", imageOS, arch, err)
+		}
+		if version != "" && got.version != version {
+			return fmt.Errorf("the %s image is version %q, the %s one %q", arch, got.version, imageArchs[0], version)
+		}
+		version = got.version
+		fmt.Fprintf(w, "  %s/%s: %s, %s, user %s (non-root), entrypoint %q, static ELF for %s of %s%s\n",
+			imageOS, arch, m.Digest, humanSize(got.size), got.user, got.entrypoint, got.machine, humanSize(got.binarySize), got.ran)
 	}
 	var names []string
 	for _, f := range layerFiles(nil) {
 		names = append(names, "/"+f.name)
 	}
-	fmt.Fprintf(w, "verified OCI layout %s\n", dir)
-	fmt.Fprintf(w, "  tag:        %s\n", desc.Annotations[refNameAnnotation])
-	fmt.Fprintf(w, "  digest:     %s\n", desc.Digest)
-	fmt.Fprintf(w, "  size:       %s\n", humanSize(size))
-	fmt.Fprintf(w, "  platform:   %s/%s\n", cf.OS, cf.Architecture)
-	fmt.Fprintf(w, "  user:       %s (non-root)\n", cf.Config.User)
-	fmt.Fprintf(w, "  entrypoint: %q\n", cf.Config.Entrypoint)
 	fmt.Fprintf(w, "  files:      %s\n", strings.Join(names, " "))
-	fmt.Fprintf(w, "  binary:     static ELF, %s\n", humanSize(int64(len(binary))))
-	fmt.Fprintf(w, "  --version:  %s\n", got)
+	fmt.Fprintf(w, "  version:    %s\n", version)
 	return nil
 }
 
-// readLayout opens the layout in dir and returns its only image.
-func readLayout(dir string) (v1.Image, v1.Descriptor, error) {
+// checkedImage is what verifyImage found in one image.
+type checkedImage struct {
+	version, user, ran string
+	entrypoint         []string
+	machine            elf.Machine
+	size, binarySize   int64
+}
+
+// verifyImage checks one image of the index: its blobs, configuration,
+// files and binary, all for arch; it runs the binary when arch is this
+// machine's.
+func verifyImage(img v1.Image, arch string) (checkedImage, error) {
+	if err := validate.Image(img); err != nil {
+		return checkedImage{}, fmt.Errorf("image blobs are inconsistent: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return checkedImage{}, fmt.Errorf("config: %w", err)
+	}
+	if err := checkConfig(cf, arch); err != nil {
+		return checkedImage{}, err
+	}
+	binary, err := checkFiles(img)
+	if err != nil {
+		return checkedImage{}, err
+	}
+	if err := checkStaticELF(binary, arch); err != nil {
+		return checkedImage{}, fmt.Errorf("%s: %w", entrypoint, err)
+	}
+	size, err := imageSize(img)
+	if err != nil {
+		return checkedImage{}, err
+	}
+	c := checkedImage{
+		version: cf.Config.Labels[versionLabel], user: cf.Config.User, entrypoint: cf.Config.Entrypoint,
+		machine: elfMachines[arch], size: size, binarySize: int64(len(binary)),
+		ran: ", not run (not this machine's architecture)",
+	}
+	if runtime.GOOS == imageOS && runtime.GOARCH == arch {
+		got, err := runVersion(binary)
+		if err != nil {
+			return checkedImage{}, err
+		}
+		if want := versionPrefix + c.version; got != want {
+			return checkedImage{}, fmt.Errorf("%s --version printed %q, but the image's %s label says %q", entrypoint, got, versionLabel, c.version)
+		}
+		c.ran = ", --version: " + got
+	}
+	return c, nil
+}
+
+// readLayout opens the layout in dir and returns its only image index.
+func readLayout(dir string) (v1.ImageIndex, v1.Descriptor, error) {
 	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("not an OCI image layout: %w", err)
 	}
-	idx, err := layout.ImageIndexFromPath(dir)
+	lp, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("read index: %w", err)
 	}
-	im, err := idx.IndexManifest()
+	im, err := lp.IndexManifest()
 	if err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("parse index.json: %w", err)
 	}
 	if len(im.Manifests) != 1 {
-		return nil, v1.Descriptor{}, fmt.Errorf("index.json lists %d manifests, want exactly 1", len(im.Manifests))
+		return nil, v1.Descriptor{}, fmt.Errorf("index.json lists %d manifests, want exactly 1 (the image index)", len(im.Manifests))
 	}
 	desc := im.Manifests[0]
-	if !desc.MediaType.IsImage() {
-		return nil, v1.Descriptor{}, fmt.Errorf("index.json entry has media type %s, want an image manifest", desc.MediaType)
+	if !desc.MediaType.IsIndex() {
+		return nil, v1.Descriptor{}, fmt.Errorf("index.json entry has media type %s, want an image index (a multi-platform image; rebuild with make image)", desc.MediaType)
 	}
 	if desc.Annotations[refNameAnnotation] == "" {
 		return nil, v1.Descriptor{}, fmt.Errorf("index.json entry has no %s annotation", refNameAnnotation)
 	}
-	img, err := idx.Image(desc.Digest)
+	idx, err := lp.ImageIndex(desc.Digest)
 	if err != nil {
-		return nil, v1.Descriptor{}, fmt.Errorf("read image %s: %w", desc.Digest, err)
+		return nil, v1.Descriptor{}, fmt.Errorf("read image index %s: %w", desc.Digest, err)
 	}
-	return img, desc, nil
+	return idx, desc, nil
 }
 
 // checkConfig checks the runtime configuration: non-root user, entrypoint,
-// platform and labels.
-func checkConfig(cf *v1.ConfigFile) error {
+// platform (linux/arch) and labels.
+func checkConfig(cf *v1.ConfigFile, arch string) error {
 	var errs []error
 	if cf.Config.User != imageUser {
 		errs = append(errs, fmt.Errorf("config user is %q, want %q (non-root)", cf.Config.User, imageUser))
@@ -437,8 +521,8 @@ func checkConfig(cf *v1.ConfigFile) error {
 	if len(cf.Config.Cmd) != 0 {
 		errs = append(errs, fmt.Errorf("config cmd is %q, want none", cf.Config.Cmd))
 	}
-	if cf.OS != imageOS || cf.Architecture != imageArch {
-		errs = append(errs, fmt.Errorf("platform is %s/%s, want %s/%s", cf.OS, cf.Architecture, imageOS, imageArch))
+	if cf.OS != imageOS || cf.Architecture != arch {
+		errs = append(errs, fmt.Errorf("platform is %s/%s, want %s/%s", cf.OS, cf.Architecture, imageOS, arch))
 	}
 	for _, l := range []string{titleLabel, sourceLabel, versionLabel} {
 		if cf.Config.Labels[l] == "" {
@@ -519,16 +603,16 @@ func checkFiles(img v1.Image) ([]byte, error) {
 	return binary, nil
 }
 
-// checkStaticELF checks that b is a linux/amd64 ELF executable that needs no
-// dynamic loader or shared libraries.
-func checkStaticELF(b []byte) error {
+// checkStaticELF checks that b is a 64-bit ELF executable for arch that
+// needs no dynamic loader or shared libraries.
+func checkStaticELF(b []byte, arch string) error {
 	f, err := elf.NewFile(bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("not an ELF binary: %w", err)
 	}
 	defer f.Close()
-	if f.Machine != elf.EM_X86_64 || f.Class != elf.ELFCLASS64 {
-		return fmt.Errorf("ELF binary is for %s %s, want EM_X86_64 (amd64)", f.Class, f.Machine)
+	if want := elfMachines[arch]; f.Machine != want || f.Class != elf.ELFCLASS64 {
+		return fmt.Errorf("ELF binary is for %s %s, want ELFCLASS64 %s (%s)", f.Class, f.Machine, want, arch)
 	}
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
 		return fmt.Errorf("ELF file type is %s, want an executable", f.Type)
@@ -551,9 +635,6 @@ func checkStaticELF(b []byte) error {
 // runVersion writes the binary to a temporary file, runs it with --version
 // in an empty environment and returns its trimmed output.
 func runVersion(binary []byte) (string, error) {
-	if runtime.GOOS != imageOS || runtime.GOARCH != imageArch {
-		return "", fmt.Errorf("cannot run the %s/%s binary on this %s/%s machine", imageOS, imageArch, runtime.GOOS, runtime.GOARCH)
-	}
 	dir, err := os.MkdirTemp("", "podtoip-image-verify-")
 	if err != nil {
 		return "", err

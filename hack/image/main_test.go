@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -139,46 +141,32 @@ func TestImageConfig(t *testing.T) {
 	}
 }
 
-// TestBuildImageRoundTrip writes an image with a fake binary to a layout and
-// reads it back with the checks verify uses (all but the ELF and --version
-// checks, which need a real static binary).
+// TestBuildImageRoundTrip builds an image with a fake binary and reads it
+// back with the checks verify uses (all but the ELF and --version checks,
+// which need a real static binary: TestBuildAndVerify has them).
 func TestBuildImageRoundTrip(t *testing.T) {
 	bin := []byte("fake binary contents")
-	img, err := buildImage(bin, "v9", "example.com/src")
+	img, err := buildImage(bin, "v9", "example.com/src", "arm64")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if mt, _ := img.MediaType(); mt != types.OCIManifestSchema1 {
 		t.Errorf("manifest media type %s", mt)
 	}
-
-	dir := filepath.Join(t.TempDir(), "image")
-	lp, err := layout.Write(dir, empty.Index)
+	cf, err := img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{refNameAnnotation: "podtoip-controller:v9"})); err != nil {
-		t.Fatal(err)
-	}
-
-	got, desc, err := readLayout(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if desc.Annotations[refNameAnnotation] != "podtoip-controller:v9" {
-		t.Errorf("ref name annotation = %q", desc.Annotations[refNameAnnotation])
-	}
-	cf, err := got.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkConfig(cf); err != nil {
+	if err := checkConfig(cf, "arm64"); err != nil {
 		t.Error(err)
+	}
+	if err := checkConfig(cf, "amd64"); err == nil || !strings.Contains(err.Error(), "platform is linux/arm64, want linux/amd64") {
+		t.Errorf("the arm64 image passed as amd64: %v", err)
 	}
 	if cf.Config.Labels[versionLabel] != "v9" {
 		t.Errorf("version label = %q", cf.Config.Labels[versionLabel])
 	}
-	gotBin, err := checkFiles(got)
+	gotBin, err := checkFiles(img)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +175,7 @@ func TestBuildImageRoundTrip(t *testing.T) {
 	}
 
 	// Same binary, same digest.
-	again, err := buildImage(bin, "v9", "example.com/src")
+	again, err := buildImage(bin, "v9", "example.com/src", "arm64")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,11 +186,126 @@ func TestBuildImageRoundTrip(t *testing.T) {
 	}
 }
 
+// fakeController is a static program that answers --version as the
+// controller does.
+const fakeController = `package main
+
+import (
+	"fmt"
+	"os"
+)
+
+var version = "dev"
+
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println("podtoip-controller", version)
+	}
+}
+`
+
+// staticBinaries builds fakeController with version linked in, static, for
+// each of the image's architectures.
+func staticBinaries(t *testing.T, version string) map[string]string {
+	t.Helper()
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module fake\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(fakeController), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, arch := range imageArchs {
+		path := filepath.Join(t.TempDir(), "podtoip-controller")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version="+version, "-o", path, ".")
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building the %s test binary: %v\n%s", arch, err, b)
+		}
+		out[arch] = path
+	}
+	return out
+}
+
+// TestBuildAndVerify builds the image index from static binaries of both
+// architectures and verifies it as make image does: both images, their
+// platform, entrypoint, user, files, the ELF machine of each binary, and
+// the --version of this machine's.
+func TestBuildAndVerify(t *testing.T) {
+	binaries := staticBinaries(t, "v9.8.7")
+	dir := filepath.Join(t.TempDir(), "image")
+	var w bytes.Buffer
+	if err := build(&w, binaries, "v9.8.7", "example.com/src", dir, "podtoip-controller:v9.8.7"); err != nil {
+		t.Fatal(err)
+	}
+	w.Reset()
+	if err := verify(&w, dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(w.String())
+	for _, want := range []string{
+		"linux/amd64: sha256:", "static ELF for EM_X86_64", "linux/arm64: sha256:", "static ELF for EM_AARCH64",
+		`entrypoint ["/podtoip-controller"]`, "user 65532:65532", "--version: podtoip-controller v9.8.7", "version:    v9.8.7",
+	} {
+		if !strings.Contains(w.String(), want) {
+			t.Errorf("verify did not report %q", want)
+		}
+	}
+
+	// The layout's one entry is the index, named by the tag, with one
+	// image per platform.
+	idx, desc, err := readLayout(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Annotations[refNameAnnotation] != "podtoip-controller:v9.8.7" || desc.MediaType != types.OCIImageIndex {
+		t.Errorf("layout entry %s %v", desc.MediaType, desc.Annotations)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range im.Manifests {
+		if m.Platform == nil || m.Platform.OS != "linux" || m.Platform.Architecture != imageArchs[i] || m.MediaType != types.OCIManifestSchema1 {
+			t.Errorf("index entry %d: %s %+v", i, m.MediaType, m.Platform)
+		}
+	}
+
+	// A binary for the other architecture is refused.
+	swapped := map[string]string{"amd64": binaries["arm64"], "arm64": binaries["amd64"]}
+	if err := build(&w, swapped, "v9.8.7", "example.com/src", filepath.Join(t.TempDir(), "image"), "podtoip-controller:v9.8.7"); err == nil ||
+		!strings.Contains(err.Error(), "want ELFCLASS64 EM_X86_64 (amd64)") {
+		t.Errorf("an arm64 binary was accepted for amd64: %v", err)
+	}
+}
+
+// TestVerifyRefusesASinglePlatformImage: a layout of one image (what
+// make image wrote before the image had two platforms) is refused.
+func TestVerifyRefusesASinglePlatformImage(t *testing.T) {
+	img, err := buildImage([]byte("bin"), "v9", "s", "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "image")
+	lp, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{refNameAnnotation: "podtoip-controller:v9"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(io.Discard, dir); err == nil || !strings.Contains(err.Error(), "want an image index") {
+		t.Errorf("a single-platform layout passed: %v", err)
+	}
+}
+
 func TestCheckConfigRejectsRoot(t *testing.T) {
 	cf := &v1.ConfigFile{OS: "linux", Architecture: "amd64", Config: imageConfig("v1", "s")}
 	cf.Config.User = ""
 	cf.Config.Entrypoint = []string{"/bin/sh"}
-	err := checkConfig(cf)
+	err := checkConfig(cf, "amd64")
 	if err == nil {
 		t.Fatal("checkConfig accepted a root user and a wrong entrypoint")
 	}
@@ -214,7 +317,7 @@ func TestCheckConfigRejectsRoot(t *testing.T) {
 }
 
 func TestCheckStaticELF(t *testing.T) {
-	if err := checkStaticELF([]byte("#!/bin/sh\n")); err == nil || !strings.Contains(err.Error(), "not an ELF") {
+	if err := checkStaticELF([]byte("#!/bin/sh\n"), "amd64"); err == nil || !strings.Contains(err.Error(), "not an ELF") {
 		t.Errorf("script: got %v, want a not-an-ELF error", err)
 	}
 	// A dynamically linked system binary must be rejected.
@@ -223,7 +326,7 @@ func TestCheckStaticELF(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if err := checkStaticELF(b); err == nil {
+		if err := checkStaticELF(b, runtime.GOARCH); err == nil {
 			t.Logf("%s is static; skipping the dynamic case", p)
 		} else if !strings.Contains(err.Error(), "dynamic") {
 			t.Errorf("%s: unexpected error %v", p, err)
