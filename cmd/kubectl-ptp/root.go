@@ -59,7 +59,7 @@ func newRootCommand(o *options) *cobra.Command {
 	// the command knows --help takes no value: "--help --kubeconfig FILE"
 	// would otherwise take FILE for a command.
 	root.InitDefaultHelpFlag()
-	root.AddCommand(newWhoHasCommand(o), newWhoHadCommand(o), newHistoryCommand(o), newConflictsCommand(o), newCheckCommand(o), newVersionCommand(o))
+	root.AddCommand(newWhoHasCommand(o), newWhoHadCommand(o), newHistoryCommand(o), newConflictsCommand(o), newCheckCommand(o), newEnrichCommand(o), newVersionCommand(o))
 	return root
 }
 

@@ -25,8 +25,8 @@ type awsFormat struct {
 
 func newAWSFormat(names []string) (*awsFormat, error) {
 	f := &awsFormat{names: names, start: slices.Index(names, "start"), end: slices.Index(names, "end"), status: slices.Index(names, "log-status")}
-	for _, a := range awsAddressFields {
-		if i := slices.Index(names, a); i >= 0 {
+	for i, n := range names {
+		if slices.Contains(awsAddressFields, n) {
 			f.addrs = append(f.addrs, i)
 		}
 	}
@@ -86,7 +86,8 @@ func (e *Enricher) aws(in *lines) error {
 		if err != nil || !ok {
 			return err
 		}
-		if isAWSHeader(line) {
+		// Records of the default format begin with a digit (the version).
+		if len(line) > 0 && line[0] >= 'a' && line[0] <= 'z' && isAWSHeader(line) {
 			if f, err = newAWSFormat(strings.Fields(string(line))); err != nil {
 				return fmt.Errorf("%s:%d: %w", in.name, in.n, err)
 			}
@@ -170,22 +171,18 @@ func (e *Enricher) writeAWS(f *awsFormat, r *awsRecord, answers []Answer) {
 
 func isDash(b []byte) bool { return len(b) == 1 && b[0] == '-' }
 
-// splitSpaces returns the [start, end) of each space-separated field.
+// splitSpaces returns the [start, end) of each field; fields are
+// separated by one space or more.
 func splitSpaces(line []byte, pos [][2]int) [][2]int {
-	start := -1
-	for i, c := range line {
-		switch {
-		case c == ' ' || c == '\t':
-			if start >= 0 {
-				pos = append(pos, [2]int{start, i})
-				start = -1
-			}
-		case start < 0:
-			start = i
+	for start := 0; start < len(line); {
+		end := bytes.IndexByte(line[start:], ' ')
+		if end < 0 {
+			end = len(line) - start
 		}
-	}
-	if start >= 0 {
-		pos = append(pos, [2]int{start, len(line)})
+		if end > 0 {
+			pos = append(pos, [2]int{start, start + end})
+		}
+		start += end + 1
 	}
 	return pos
 }

@@ -73,16 +73,20 @@ type found struct {
 // nanoseconds) into a. An address not in canonical form is canonicalized.
 func (ix *Index) Lookup(address []byte, from, to int64, a *Answer) {
 	a.Match, a.Holders, a.Current, a.found = None, a.Holders[:0], "", a.found[:0]
-	e, ok := ix.entries[string(address)]
-	key := ""
-	if !ok {
-		if p, err := netip.ParseAddr(string(address)); err == nil {
-			key = p.Unmap().String()
-			e, ok = ix.entries[key]
+	var e *entry
+	k4, is4 := parseIPv4(address)
+	var ip netip.Addr
+	if is4 {
+		e = ix.v4[k4]
+	} else if p, err := netip.ParseAddr(string(address)); err == nil {
+		if ip = p.Unmap().WithZone(""); ip.Is4() {
+			e = ix.v4[v4Key(ip)]
+		} else {
+			e = ix.v6[ip]
 		}
 	}
 	start := ix.absent
-	if ok {
+	if e != nil {
 		start = e.start
 		ix.collect(e, from, to, a)
 	}
@@ -102,18 +106,41 @@ func (ix *Index) Lookup(address []byte, from, to int64, a *Answer) {
 		a.Match = Certain
 	}
 	if len(a.found) == 0 && len(ix.current) > 0 {
-		ix.currentLabel(address, key, a)
+		if is4 {
+			b := [4]byte{byte(k4 >> 24), byte(k4 >> 16), byte(k4 >> 8), byte(k4)}
+			ip = netip.AddrFrom4(b)
+		}
+		if label, ok := ix.current[ip]; ok {
+			a.Match, a.Current = Current, label
+		}
 	}
 }
 
-func (ix *Index) currentLabel(address []byte, key string, a *Answer) {
-	label, ok := ix.current[string(address)]
-	if !ok && key != "" {
-		label, ok = ix.current[key]
+// parseIPv4 reads a dotted-decimal IPv4 address as a number, without
+// allocating: the hot path of every record. Leading zeros are decimal,
+// as the history reads them.
+func parseIPv4(b []byte) (uint32, bool) {
+	var n, octet uint32
+	dots, digits := 0, 0
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			octet = octet*10 + uint32(c-'0')
+			digits++
+			if octet > 255 || digits > 3 {
+				return 0, false
+			}
+		case c == '.' && digits > 0 && dots < 3:
+			n, octet, digits = n<<8|octet, 0, 0
+			dots++
+		default:
+			return 0, false
+		}
 	}
-	if ok {
-		a.Match, a.Current = Current, label
+	if dots != 3 || digits == 0 {
+		return 0, false
 	}
+	return n<<8 | octet, true
 }
 
 // collect finds the holds of e that overlap [from, to], as history.At

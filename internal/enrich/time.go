@@ -21,14 +21,15 @@ func parseTime(s string) (int64, error) {
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("%q is neither RFC 3339 nor Unix seconds or milliseconds", s)
 	}
+	unit := int64(1e9)
 	if math.Abs(f) >= msThreshold {
-		f /= 1e3
+		f, unit = f/1e3, 1e6
 	}
 	if math.Abs(f) > math.MaxInt64/1e9 {
 		return 0, fmt.Errorf("%q is out of range", s)
 	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil && math.Abs(f) < msThreshold {
-		return n * 1e9, nil // exact, without float rounding
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n * unit, nil // exact, without float rounding
 	}
 	return int64(math.Round(f * 1e9)), nil
 }

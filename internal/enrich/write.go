@@ -72,8 +72,11 @@ type jsonHolder struct {
 }
 
 type jsonAnswer struct {
-	*jsonHolder
-	Holders     []jsonHolder `json:"holders,omitempty"`
+	Namespace string       `json:"namespace,omitempty"`
+	Pod       string       `json:"pod,omitempty"`
+	PodUID    string       `json:"podUID,omitempty"`
+	Node      string       `json:"node,omitempty"`
+	Holders   []jsonHolder `json:"holders,omitempty"`
 	// Current is node/NAME or service/NS/NAME: the address's holder now,
 	// not at the record's time.
 	Current string `json:"current,omitempty"`
@@ -95,7 +98,8 @@ func (e *Enricher) podtoip(addrNames []string, answers []Answer) []byte {
 			ja.Holders = append(ja.Holders, jsonHolder{Namespace: p.Namespace, Pod: p.Name, PodUID: string(p.UID), Node: p.Node})
 		}
 		if len(ja.Holders) == 1 {
-			ja.jsonHolder, ja.Holders = &ja.Holders[0], nil
+			h := ja.Holders[0]
+			ja.Namespace, ja.Pod, ja.PodUID, ja.Node, ja.Holders = h.Namespace, h.Pod, h.PodUID, h.Node, nil
 		}
 		obj[addrNames[i]] = ja
 	}
