@@ -240,4 +240,3 @@ func (p *progress) done() {
 		fmt.Fprintln(p.w)
 	}
 }
-
