@@ -129,9 +129,9 @@ type savedItem struct {
 	Kind     string            `json:"kind"`
 	Metadata metav1.ObjectMeta `json:"metadata"`
 	// IPHistory
-	Address      string         `json:"address"`
-	Holders      []history.Hold `json:"holders"`
-	RecordedFrom *metav1.Time   `json:"recordedFrom"`
+	Address      string       `json:"address"`
+	Holders      []savedHold  `json:"holders"`
+	RecordedFrom *metav1.Time `json:"recordedFrom"`
 	// IPHistoryCoverage
 	Namespace string             `json:"namespace"`
 	Retention metav1.Duration    `json:"retention"`
@@ -144,6 +144,41 @@ type savedItem struct {
 	Spec struct {
 		ParentRef struct{ Group, Resource, Namespace, Name string } `json:"parentRef"`
 	} `json:"spec"`
+}
+
+// savedHold is a history.Hold whose times are parsed in one step:
+// metav1.Time decodes a JSON string and then parses it, and a saved
+// history has three times for every hold.
+type savedHold struct {
+	Namespace, Pod, Node          string
+	PodUID                        types.UID `json:"podUID"`
+	From                          stamp
+	To, EndedAfter, StartedBefore *stamp
+}
+
+func (h *savedHold) hold() history.Hold {
+	return history.Hold{Namespace: h.Namespace, Pod: h.Pod, PodUID: h.PodUID, Node: h.Node, From: metav1.Time(h.From),
+		To: h.To.time(), EndedAfter: h.EndedAfter.time(), StartedBefore: h.StartedBefore.time()}
+}
+
+// stamp is a time as the API writes it, RFC 3339.
+type stamp metav1.Time
+
+func (s *stamp) UnmarshalJSON(b []byte) error {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return fmt.Errorf("time %s is not an RFC 3339 string", b)
+	}
+	t, err := time.Parse(time.RFC3339, string(b[1:len(b)-1]))
+	s.Time = t
+	return err
+}
+
+func (s *stamp) time() *metav1.Time {
+	if s == nil {
+		return nil
+	}
+	t := metav1.Time(*s)
+	return &t
 }
 
 // loadFile reads a saved list, as `kubectl get iphc,iph -o json` writes
@@ -181,7 +216,11 @@ func loadFile(path, namespace string, notes io.Writer) (*enrich.Builder, time.Ti
 			covs = append(covs, &history.IPHistoryCoverage{ObjectMeta: it.Metadata, Namespace: it.Namespace, Retention: it.Retention, Intervals: it.Intervals})
 		case history.Kind:
 			start()
-			b.AddHistory(&history.IPHistory{ObjectMeta: it.Metadata, Address: it.Address, Holders: it.Holders, RecordedFrom: it.RecordedFrom})
+			h := &history.IPHistory{ObjectMeta: it.Metadata, Address: it.Address, RecordedFrom: it.RecordedFrom, Holders: make([]history.Hold, len(it.Holders))}
+			for i := range it.Holders {
+				h.Holders[i] = it.Holders[i].hold()
+			}
+			b.AddHistory(h)
 		case "Node":
 			start()
 			for _, a := range it.Status.Addresses {

@@ -37,11 +37,13 @@ type hold struct {
 	endedAfter, startedBefore int64 // never and always when unset
 }
 
-// entry is an address's holds, oldest first, and per coverage the
-// earliest time its history answers for (history.HistoryStart).
+// entry is an address's holds, oldest first (Index.holds[off:off+n]
+// once built), and per coverage the earliest time its history answers
+// for (history.HistoryStart).
 type entry struct {
-	holds []hold
-	start [maxCoverages]int64
+	off, n uint32
+	holds  []hold // while building
+	start  [maxCoverages]int64
 	// recorded says the address has an IPHistory: else start is that
 	// of an address without one, from the read time.
 	recorded bool
@@ -67,11 +69,15 @@ type Index struct {
 	// coveredUntil is the latest end of a coverage: an open hold is
 	// certain only up to it. Zero when no coverage vouches for anything.
 	coveredUntil int64
-	// The addresses, IPv4 as a number: the hot path looks one up per
-	// field of every record.
-	v4      map[uint32]*entry
-	v6      map[netip.Addr]*entry
-	pods    []Pod
+	// The addresses, IPv4 as a number, each the index of its entry: the
+	// hot path looks one up per field of every record, and entries, holds
+	// and pods lie in a few arrays the garbage collector need not scan
+	// one by one.
+	v4      map[uint32]uint32
+	v6      map[netip.Addr]uint32
+	entries []entry
+	holds   []hold
+	pods    []podText
 	current map[netip.Addr]string
 	// absent is the start of the history of an address without IPHistory.
 	absent [maxCoverages]int64
@@ -82,7 +88,6 @@ type Index struct {
 type Builder struct {
 	ix     *Index
 	podIDs map[types.UID]uint32
-	names  map[string]string
 	covs   []*history.IPHistoryCoverage
 }
 
@@ -91,9 +96,8 @@ type Builder struct {
 // so that what they vouch for is in them.
 func NewBuilder(namespace string, coverages []*history.IPHistoryCoverage) *Builder {
 	b := &Builder{
-		ix:     &Index{namespace: namespace, v4: map[uint32]*entry{}, v6: map[netip.Addr]*entry{}, current: map[netip.Addr]string{}},
+		ix:     &Index{namespace: namespace, v4: map[uint32]uint32{}, v6: map[netip.Addr]uint32{}, current: map[netip.Addr]string{}},
 		podIDs: map[types.UID]uint32{},
-		names:  map[string]string{},
 	}
 	for _, c := range coverages {
 		if !history.CoversNamespace(c, namespace) || len(c.Intervals) == 0 || len(b.covs) == maxCoverages {
@@ -182,23 +186,27 @@ func (b *Builder) Build(now time.Time) *Index {
 		start, _ := history.HistoryStart(nil, c, now)
 		b.ix.absent[i] = start.UnixNano()
 	}
-	for _, m := range []map[uint32]*entry{b.ix.v4} {
-		for _, e := range m {
-			b.finish(e)
-		}
+	n := 0
+	for i := range b.ix.entries {
+		n += len(b.ix.entries[i].holds)
 	}
-	for _, e := range b.ix.v6 {
-		b.finish(e)
+	b.ix.holds = make([]hold, 0, n)
+	for i := range b.ix.entries {
+		b.finish(&b.ix.entries[i])
 	}
-	b.podIDs, b.names = nil, nil
+	b.podIDs = nil
 	return b.ix
 }
 
+// finish moves e's holds, oldest first, into the Index's array.
 func (b *Builder) finish(e *entry) {
 	if !e.recorded {
 		e.start = b.ix.absent
 	}
 	sort.SliceStable(e.holds, func(i, j int) bool { return e.holds[i].from < e.holds[j].from })
+	e.off, e.n = uint32(len(b.ix.holds)), uint32(len(e.holds))
+	b.ix.holds = append(b.ix.holds, e.holds...)
+	e.holds = nil
 }
 
 // entry returns the entry of an address, adding it; nil for what is not
@@ -209,18 +217,23 @@ func (b *Builder) entry(address string) *entry {
 		return nil
 	}
 	a = a.Unmap()
+	next := uint32(len(b.ix.entries))
+	var i uint32
+	var ok bool
 	if a.Is4() {
-		k := v4Key(a)
-		if b.ix.v4[k] == nil {
-			b.ix.v4[k] = &entry{}
+		if i, ok = b.ix.v4[v4Key(a)]; !ok {
+			i, b.ix.v4[v4Key(a)] = next, next
 		}
-		return b.ix.v4[k]
+	} else {
+		a = a.WithZone("")
+		if i, ok = b.ix.v6[a]; !ok {
+			i, b.ix.v6[a] = next, next
+		}
 	}
-	a = a.WithZone("")
-	if b.ix.v6[a] == nil {
-		b.ix.v6[a] = &entry{}
+	if !ok {
+		b.ix.entries = append(b.ix.entries, entry{})
 	}
-	return b.ix.v6[a]
+	return &b.ix.entries[i]
 }
 
 func v4Key(a netip.Addr) uint32 {
@@ -234,22 +247,59 @@ func (b *Builder) pod(namespace, name string, uid types.UID, node string) uint32
 		return id
 	}
 	id := uint32(len(b.ix.pods))
-	b.ix.pods = append(b.ix.pods, Pod{Namespace: b.intern(namespace), Name: name, UID: uid, Node: b.intern(node)})
+	b.ix.pods = append(b.ix.pods, newPodText(namespace, name, string(uid), node))
 	b.podIDs[uid] = id
 	return id
 }
 
-// intern shares the strings that repeat across pods: namespaces, nodes.
-func (b *Builder) intern(s string) string {
-	if v, ok := b.names[s]; ok {
-		return v
+// podText is a pod as one string, "namespace pod uid node" with "-" for
+// an empty field, as the text columns print it: one read of memory per
+// holder written, and less memory than four strings.
+type podText struct {
+	text string
+	ends [3]uint16 // the end of each of the first three fields
+}
+
+func newPodText(fields ...string) podText {
+	var p podText
+	for i, f := range fields {
+		if f == "" {
+			f = "-"
+		}
+		if i > 0 {
+			p.text += " "
+		}
+		p.text += f
+		if i < 3 {
+			p.ends[i] = uint16(len(p.text))
+		}
 	}
-	b.names[s] = s
-	return s
+	return p
+}
+
+// column returns field i: namespace, pod, uid, node ("-" when empty).
+func (p *podText) column(i int) string {
+	start, end := 0, len(p.text)
+	if i > 0 {
+		start = int(p.ends[i-1]) + 1
+	}
+	if i < 3 {
+		end = int(p.ends[i])
+	}
+	return p.text[start:end]
 }
 
 // Pod returns the pod an Answer names by index.
-func (ix *Index) Pod(id uint32) *Pod { return &ix.pods[id] }
+func (ix *Index) Pod(id uint32) Pod {
+	p := &ix.pods[id]
+	empty := func(s string) string {
+		if s == "-" {
+			return ""
+		}
+		return s
+	}
+	return Pod{Namespace: empty(p.column(0)), Name: p.column(1), UID: types.UID(p.column(2)), Node: empty(p.column(3))}
+}
 
 // Addresses is how many addresses the Index knows a hold of.
 func (ix *Index) Addresses() int { return len(ix.v4) + len(ix.v6) }

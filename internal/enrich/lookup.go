@@ -73,20 +73,22 @@ type found struct {
 // nanoseconds) into a. An address not in canonical form is canonicalized.
 func (ix *Index) Lookup(address []byte, from, to int64, a *Answer) {
 	a.Match, a.Holders, a.Current, a.found = None, a.Holders[:0], "", a.found[:0]
-	var e *entry
+	var i uint32
+	ok := false
 	k4, is4 := parseIPv4(address)
 	var ip netip.Addr
 	if is4 {
-		e = ix.v4[k4]
+		i, ok = ix.v4[k4]
 	} else if p, err := netip.ParseAddr(string(address)); err == nil {
 		if ip = p.Unmap().WithZone(""); ip.Is4() {
-			e = ix.v4[v4Key(ip)]
+			i, ok = ix.v4[v4Key(ip)]
 		} else {
-			e = ix.v6[ip]
+			i, ok = ix.v6[ip]
 		}
 	}
 	start := ix.absent
-	if e != nil {
+	if ok {
+		e := &ix.entries[i]
 		start = e.start
 		ix.collect(e, from, to, a)
 	}
@@ -146,8 +148,9 @@ func parseIPv4(b []byte) (uint32, bool) {
 // collect finds the holds of e that overlap [from, to], as history.At
 // does at each instant (From <= t < To), and where each is certain.
 func (ix *Index) collect(e *entry, from, to int64, a *Answer) {
-	for i := range e.holds {
-		k := &e.holds[i]
+	holds := ix.holds[e.off : e.off+e.n]
+	for i := range holds {
+		k := &holds[i]
 		lo, hi := max(from, k.from), min(to, k.to-closeNs)
 		if lo > hi {
 			continue

@@ -10,6 +10,13 @@ import (
 
 // writeColumns appends an answer's five columns, each after sep.
 func (e *Enricher) writeColumns(sep byte, a *Answer) {
+	if sep == ' ' && len(a.Holders) == 1 {
+		e.out.WriteByte(' ')
+		e.out.WriteString(e.ix.pods[a.Holders[0]].text)
+		e.out.WriteByte(' ')
+		e.out.WriteString(a.Match.String())
+		return
+	}
 	for col := range 4 {
 		e.out.WriteByte(sep)
 		e.out.WriteString(e.column(a, col))
@@ -28,11 +35,11 @@ func (e *Enricher) column(a *Answer, col int) string {
 	case len(a.Holders) == 0:
 		return "-"
 	case len(a.Holders) == 1:
-		return orDash(e.ix.Pod(a.Holders[0]).column(col))
+		return e.ix.pods[a.Holders[0]].column(col)
 	}
 	parts := make([]string, len(a.Holders))
 	for i, id := range a.Holders {
-		parts[i] = orDash(e.ix.Pod(id).column(col))
+		parts[i] = e.ix.pods[id].column(col)
 	}
 	return strings.Join(parts, ",")
 }
@@ -42,24 +49,6 @@ func (e *Enricher) columns(a *Answer) []string {
 	return []string{e.column(a, 0), e.column(a, 1), e.column(a, 2), e.column(a, 3), a.Match.String()}
 }
 
-func (p *Pod) column(col int) string {
-	switch col {
-	case 0:
-		return p.Namespace
-	case 1:
-		return p.Name
-	case 2:
-		return string(p.UID)
-	}
-	return p.Node
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
 
 // jsonHolder and jsonAnswer are an answer in a JSON record's podtoip
 // object: the holder's fields, or a list under holders where several
