@@ -25,7 +25,7 @@ who-has and conflicts read the PodToIps that podtoip-controller keeps, one
 per pod with an address; who-had and history read its IPHistory objects,
 one per address, which record who held it within the retention window,
 and who-had the IPHistoryCoverage that says when the history vouches for
-them.
+them; enrich reads all of them to name the pods of a flow log's addresses.
 An address may be given in any spelling of either family: 10.244.1.7,
 010.244.001.007, fd00::1:7, FD00:0:0:0:0:0:1:7, ::ffff:10.244.1.7.
 

@@ -49,7 +49,6 @@ func (e *Enricher) columns(a *Answer) []string {
 	return []string{e.column(a, 0), e.column(a, 1), e.column(a, 2), e.column(a, 3), a.Match.String()}
 }
 
-
 // jsonHolder and jsonAnswer are an answer in a JSON record's podtoip
 // object: the holder's fields, or a list under holders where several
 // pods match.
