@@ -206,7 +206,7 @@ func summary(e *enrich.Enricher) string {
 			words = append(words, fmt.Sprintf("%s %d", m, s.ByMatch[m]))
 		}
 	}
-	out := fmt.Sprintf("enrich: %d records, %d addresses enriched (%s), %d without an address, %d unparsed",
+	out := fmt.Sprintf("enrich: %d records, %d addresses enriched (%s), %d fields without an address, %d unparsed",
 		s.Records, s.Addresses, strings.Join(words, ", "), s.ByMatch[enrich.Skipped], s.Unparsed)
 	if n := e.Unnamed(); n > 0 {
 		out += fmt.Sprintf(" (%d not named above)", n)
