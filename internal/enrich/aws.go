@@ -16,11 +16,11 @@ var awsAddressFields = []string{"srcaddr", "dstaddr", "pkt-srcaddr", "pkt-dstadd
 // awsFormat is the field order of aws-vpc records, from a header line,
 // --fields or the default.
 type awsFormat struct {
-	names               []string
-	addrs               []int // indexes of the address fields
-	start, end, status  int   // -1 when absent
-	header              []byte
-	headerWritten, json bool
+	names              []string
+	addrs              []int // indexes of the address fields
+	start, end, status int   // -1 when absent
+	header             []byte
+	headerWritten      bool
 }
 
 func newAWSFormat(names []string) (*awsFormat, error) {
@@ -93,6 +93,7 @@ func (e *Enricher) aws(in *lines) error {
 			}
 			continue
 		}
+		e.awsHeader(f)
 		pos = splitSpaces(line, pos[:0])
 		if len(pos) != len(f.names) {
 			e.unparsed(in, raw, fmt.Sprintf("%d fields, the format has %d (%s)", len(pos), len(f.names), f.names[0]+" … "+f.names[len(f.names)-1]))
@@ -135,6 +136,16 @@ func (e *Enricher) awsAnswers(f *awsFormat, r *awsRecord, answers []Answer) bool
 	return true
 }
 
+// awsHeader writes the header line of f's columns before the first line
+// in f's order, in text output.
+func (e *Enricher) awsHeader(f *awsFormat) {
+	if e.opts.Output == "" && !f.headerWritten {
+		e.out.Write(f.header)
+		e.out.WriteByte('\n')
+		f.headerWritten = true
+	}
+}
+
 // awsRecord is a record's line and the bounds of its fields.
 type awsRecord struct {
 	line []byte
@@ -156,11 +167,6 @@ func (e *Enricher) writeAWS(f *awsFormat, r *awsRecord, answers []Answer) {
 		}
 		e.writeTable(f.names, values, addrNames, answers)
 		return
-	}
-	if !f.headerWritten {
-		e.out.Write(f.header)
-		e.out.WriteByte('\n')
-		f.headerWritten = true
 	}
 	e.out.Write(r.line)
 	for i := range answers {
