@@ -18,7 +18,7 @@ best() {
 	local s kb bs=999999 bkb=0
 	for _ in 1 2 3; do
 		/usr/bin/time -f '%e %M' -o "$dir/time" "$@" > /dev/null 2>> "$dir/stderr" || true
-		read -r s kb < "$dir/time"
+		read -r s kb < <(tail -1 "$dir/time") # after "Command exited with non-zero status", if any
 		bs=$(echo "$s $bs" | awk '{print ($1 < $2) ? $1 : $2}')
 		bkb=$(( kb > bkb ? kb : bkb ))
 	done
