@@ -39,6 +39,9 @@ func TestHistoryEnrichFlowsMatchTheTruth(t *testing.T) {
 	if how, err := suite.WaitTruthCaughtUp(t.Context(), tr, "namespace."+ns, time.Now(), 30*time.Second); err != nil {
 		t.Fatalf("waiting for the coverage (%s): %v", how, err)
 	}
+	// Its first interval begins at a whole second (rounded up), and a
+	// window reaches a second (the skew) before its record.
+	time.Sleep(2 * time.Second)
 	begin := time.Now()
 	churnAddresses(t, ns, 4, 4)
 	last, _ := tr.LastChange()
