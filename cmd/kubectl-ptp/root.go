@@ -51,7 +51,7 @@ func newRootCommand(o *options) *cobra.Command {
 	// The commands make no discovery calls, so there is no cache to place.
 	o.flags.CacheDir = nil
 	o.flags.AddFlags(root.PersistentFlags())
-	root.PersistentFlags().Lookup("namespace").Usage = "Only pods of this namespace (who-has, who-had, conflicts). All namespaces when unset. For check, where it tries a forged PodToIp."
+	root.PersistentFlags().Lookup("namespace").Usage = "Only pods of this namespace (who-has, who-had, conflicts, enrich). All namespaces when unset. For check, where it tries a forged PodToIp."
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml. A table when unset.")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.CompletionOptions.DisableDefaultCmd = true
