@@ -105,7 +105,8 @@ FUZZTIME ?= 5000x
 # Each fuzz target as package:Target.
 FUZZ_TARGETS := .:FuzzDesiredMirror .:FuzzMirrorChanged .:FuzzApplyDesired .:FuzzDecodePodToIp .:FuzzCacheDecoderMatchesStandard \
 	.:FuzzEncodeMirrorMatchesStandard ./internal/kubeclient:FuzzScanWrittenMeta ./internal/jsonscan:FuzzCursorMatchesEncodingJSON ./internal/jsonscan:FuzzFramer \
-	./internal/addr:FuzzCanonical ./internal/slim:FuzzUID ./internal/conflicts:FuzzHolderIndex ./internal/history:FuzzNameRoundTrip ./internal/history:FuzzOperations ./internal/history:FuzzPatch
+	./internal/addr:FuzzCanonical ./internal/slim:FuzzUID ./internal/conflicts:FuzzHolderIndex ./internal/history:FuzzNameRoundTrip ./internal/history:FuzzOperations ./internal/history:FuzzPatch \
+	./internal/enrich:FuzzAWS ./internal/enrich:FuzzGCP ./internal/enrich:FuzzJSONL ./internal/enrich:FuzzCSV
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZTIME (5000 inputs); a crasher is written to testdata/fuzz/ and fails the run (keep it as a regression seed).
@@ -183,6 +184,14 @@ crmirror: ## Build bin/crmirror, a plain controller-runtime PodToIp mirror witho
 bench-crmirror: crmirror controlplane ## Benchmark bin/crmirror as bench does the controller (no history; N pods); writes _output/bench/crmirror-N.json.
 	cd e2e && $(GO) build -o $(CURDIR)/bin/bench ./cmd/bench
 	cd e2e && $(CURDIR)/bin/bench -n $(N) -controller $(CURDIR)/bin/crmirror -history=false -out $(CURDIR)/_output/bench/crmirror-$(N).json $(BENCH_FLAGS)
+
+# ENRICH_RECORDS and ENRICH_ADDRESSES size bench-enrich.
+ENRICH_RECORDS ?= 1000000
+ENRICH_ADDRESSES ?= 10000
+
+.PHONY: bench-enrich
+bench-enrich: build ## Time kubectl ptp enrich over ENRICH_RECORDS aws-vpc records (1,000,000) and a history of ENRICH_ADDRESSES addresses (10,000) against awk over the same file, and its memory per address (docs/performance.md).
+	hack/enrichbench/bench.sh $(CURDIR)/$(PLUGIN) $(CURDIR)/bin/enrichbench $(ENRICH_RECORDS) $(ENRICH_ADDRESSES)
 
 .PHONY: bench-plots
 bench-plots: ## Draw docs/img/*.png from the results recorded in docs/bench/.

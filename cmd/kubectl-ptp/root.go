@@ -25,7 +25,7 @@ who-has and conflicts read the PodToIps that podtoip-controller keeps, one
 per pod with an address; who-had and history read its IPHistory objects,
 one per address, which record who held it within the retention window,
 and who-had the IPHistoryCoverage that says when the history vouches for
-them.
+them; enrich reads all of them to name the pods of a flow log's addresses.
 An address may be given in any spelling of either family: 10.244.1.7,
 010.244.001.007, fd00::1:7, FD00:0:0:0:0:0:1:7, ::ffff:10.244.1.7.
 
@@ -51,7 +51,7 @@ func newRootCommand(o *options) *cobra.Command {
 	// The commands make no discovery calls, so there is no cache to place.
 	o.flags.CacheDir = nil
 	o.flags.AddFlags(root.PersistentFlags())
-	root.PersistentFlags().Lookup("namespace").Usage = "Only pods of this namespace (who-has, who-had, conflicts). All namespaces when unset. For check, where it tries a forged PodToIp."
+	root.PersistentFlags().Lookup("namespace").Usage = "Only pods of this namespace (who-has, who-had, conflicts, enrich). All namespaces when unset. For check, where it tries a forged PodToIp."
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml. A table when unset.")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.CompletionOptions.DisableDefaultCmd = true
@@ -59,7 +59,7 @@ func newRootCommand(o *options) *cobra.Command {
 	// the command knows --help takes no value: "--help --kubeconfig FILE"
 	// would otherwise take FILE for a command.
 	root.InitDefaultHelpFlag()
-	root.AddCommand(newWhoHasCommand(o), newWhoHadCommand(o), newHistoryCommand(o), newConflictsCommand(o), newCheckCommand(o), newVersionCommand(o))
+	root.AddCommand(newWhoHasCommand(o), newWhoHadCommand(o), newHistoryCommand(o), newConflictsCommand(o), newCheckCommand(o), newEnrichCommand(o), newVersionCommand(o))
 	return root
 }
 

@@ -213,7 +213,7 @@ func openNote(ans history.Answer, at time.Time) string {
 // handover within one second, or a conflict.
 func togetherNote(holders []history.Match, address string, at time.Time) string {
 	switch certain := countCertain(holders); {
-	case certain > 1 && handedOver(holders):
+	case certain > 1 && history.HandedOver(holders):
 		return fmt.Sprintf("%s passed from one pod to the next within the second of %s (times are kept to the second)", address, formatTime(at))
 	case certain > 1:
 		return fmt.Sprintf("%d pods held %s at once at %s: a conflict", certain, address, formatTime(at))
@@ -229,42 +229,6 @@ func countCertain(matches []history.Match) int {
 		}
 	}
 	return n
-}
-
-// handedOver reports whether the certain holds in matches overlap by no
-// more than the one second that rounding gives two holds that follow each
-// other: a handover, not two pods holding the address at once.
-func handedOver(matches []history.Match) bool {
-	for i, a := range matches {
-		for _, b := range matches[i+1:] {
-			if a.Uncertain || b.Uncertain {
-				continue
-			}
-			first, next := a.Hold, b.Hold
-			if endsFirst(next, first) {
-				first, next = next, first
-			}
-			if first.To == nil || first.To.Time.Sub(next.From.Time) > time.Second {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// endsFirst reports whether hold a comes before b in a handover: the
-// earlier start, or with the same start (both rounded down into one
-// second), the one that ended, or that ended first.
-func endsFirst(a, b history.Hold) bool {
-	switch {
-	case !a.From.Equal(&b.From):
-		return a.From.Before(&b.From)
-	case a.To == nil:
-		return false
-	case b.To == nil:
-		return true
-	}
-	return a.To.Before(b.To)
 }
 
 // whoHadQuestion is what who-had was asked, for its messages.

@@ -278,7 +278,7 @@ func TestHandedOver(t *testing.T) {
 		{"overlapping a minute", []history.Match{hold("b", "12:30:00", ""), hold("a", "12:30:00", "12:31:00")}, false},
 		{"overlapping from before", []history.Match{hold("a", "12:29:00", "12:31:00"), hold("b", "12:30:00", "")}, false},
 	} {
-		if got := handedOver(tc.matches); got != tc.want {
+		if got := history.HandedOver(tc.matches); got != tc.want {
 			t.Errorf("%s: handedOver = %v, want %v", tc.name, got, tc.want)
 		}
 	}

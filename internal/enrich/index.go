@@ -1,0 +1,305 @@
+package enrich
+
+import (
+	"math"
+	"net/netip"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"example.com/podtoip-controller/internal/history"
+)
+
+// Pod is a holder as the answers name it.
+type Pod struct {
+	Namespace, Name string
+	UID             types.UID
+	Node            string
+}
+
+// Times are Unix nanoseconds: a flow's window and a hold compare without
+// converting.
+const (
+	never   = math.MaxInt64 // a hold that lasts, an end observed
+	always  = math.MinInt64 // a start observed
+	closeNs = 1             // the instant after a closed interval's end
+)
+
+// hold is a history.Hold as an Index keeps it: the pod by its index in
+// Index.pods, the times in Unix nanoseconds. A hold from the trail is
+// never certain: the trail does not say whether its start and end were
+// seen as they happened.
+type hold struct {
+	pod                       uint32
+	trail                     bool
+	from, to                  int64 // to: never while it lasts
+	endedAfter, startedBefore int64 // never and always when unset
+}
+
+// entry is an address's holds, oldest first (Index.holds[off:off+n]
+// once built), and per coverage the earliest time its history answers
+// for (history.HistoryStart).
+type entry struct {
+	off, n uint32
+	holds  []hold // while building
+	start  [maxCoverages]int64
+	// recorded says the address has an IPHistory: else start is that
+	// of an address without one, from the read time.
+	recorded bool
+}
+
+// maxCoverages is how many coverages can vouch for one question: that of
+// all namespaces and, with a namespace asked about, its own.
+const maxCoverages = 2
+
+// coverage is an IPHistoryCoverage as an Index keeps it.
+type coverage struct {
+	from, to  []int64 // closed intervals, oldest first
+	retention int64
+}
+
+// Index answers who held an address over a window, from the IPHistories,
+// their coverage and the trail, read once. It applies who-had's rules
+// (history.WhoHad, history.HandedOver) to every instant of the window;
+// TestLookupAgreesWithWhoHad holds the two together.
+type Index struct {
+	namespace string
+	cov       []coverage
+	// coveredUntil is the latest end of a coverage: an open hold is
+	// certain only up to it. Zero when no coverage vouches for anything.
+	coveredUntil int64
+	// The addresses, IPv4 as a number, each the index of its entry: the
+	// hot path looks one up per field of every record, and entries, holds
+	// and pods lie in a few arrays the garbage collector need not scan
+	// one by one.
+	v4      map[uint32]uint32
+	v6      map[netip.Addr]uint32
+	entries []entry
+	holds   []hold
+	pods    []podText
+	current map[netip.Addr]string
+	// absent is the start of the history of an address without IPHistory.
+	absent [maxCoverages]int64
+}
+
+// Builder builds an Index from objects read one at a time, so that a list
+// of any length is never held whole.
+type Builder struct {
+	ix     *Index
+	podIDs map[types.UID]uint32
+	covs   []*history.IPHistoryCoverage
+}
+
+// NewBuilder starts an Index of the holders of namespace ("" for all),
+// vouched for by the coverages that cover it: read before the histories,
+// so that what they vouch for is in them.
+func NewBuilder(namespace string, coverages []*history.IPHistoryCoverage) *Builder {
+	b := &Builder{
+		ix:     &Index{namespace: namespace, v4: map[uint32]uint32{}, v6: map[netip.Addr]uint32{}, current: map[netip.Addr]string{}},
+		podIDs: map[types.UID]uint32{},
+	}
+	for _, c := range coverages {
+		if !history.CoversNamespace(c, namespace) || len(c.Intervals) == 0 || len(b.covs) == maxCoverages {
+			continue
+		}
+		b.covs = append(b.covs, c)
+		kc := coverage{retention: c.Retention.Nanoseconds()}
+		for _, iv := range c.Intervals {
+			kc.from = append(kc.from, iv.From.UnixNano())
+			kc.to = append(kc.to, iv.To.UnixNano())
+		}
+		b.ix.cov = append(b.ix.cov, kc)
+		if until, _ := history.CoveredUntil(c); until.UnixNano() > b.ix.coveredUntil {
+			b.ix.coveredUntil = until.UnixNano()
+		}
+	}
+	return b
+}
+
+// Coverages reports how many coverages vouch for the answers.
+func (b *Builder) Coverages() int { return len(b.covs) }
+
+// AddHistory adds an IPHistory's holds of the namespace asked about.
+func (b *Builder) AddHistory(h *history.IPHistory) {
+	e := b.entry(h.Address)
+	if e == nil {
+		return
+	}
+	e.recorded = true
+	for i, c := range b.covs {
+		start, _ := history.HistoryStart(h, c, time.Time{})
+		e.start[i] = start.UnixNano()
+	}
+	for _, hd := range h.Holders {
+		if b.ix.namespace != "" && hd.Namespace != b.ix.namespace {
+			continue
+		}
+		k := hold{pod: b.pod(hd.Namespace, hd.Pod, hd.PodUID, hd.Node), from: hd.From.UnixNano(),
+			to: never, endedAfter: never, startedBefore: always}
+		if hd.To != nil {
+			k.to = hd.To.UnixNano()
+		}
+		if hd.EndedAfter != nil {
+			k.endedAfter = hd.EndedAfter.UnixNano()
+		}
+		if hd.StartedBefore != nil {
+			k.startedBefore = hd.StartedBefore.UnixNano()
+		}
+		e.holds = append(e.holds, k)
+	}
+}
+
+// AddTrail adds a closed hold from the trail, unless the address's
+// IPHistory has a hold of the same pod, which says more.
+func (b *Builder) AddTrail(address string, p Pod, from, to time.Time) {
+	if b.ix.namespace != "" && p.Namespace != b.ix.namespace {
+		return
+	}
+	e := b.entry(address)
+	if e == nil {
+		return
+	}
+	id := b.pod(p.Namespace, p.Name, p.UID, p.Node)
+	for _, k := range e.holds {
+		if k.pod == id && (!k.trail || k.from == from.UnixNano()) {
+			return
+		}
+	}
+	e.holds = append(e.holds, hold{pod: id, trail: true, from: from.UnixNano(), to: to.UnixNano(),
+		endedAfter: never, startedBefore: always})
+}
+
+// AddCurrent labels an address as what holds it now, not in the past: a
+// Node's (node/NAME) or a Service's (service/NS/NAME).
+func (b *Builder) AddCurrent(address, label string) {
+	if a, err := netip.ParseAddr(address); err == nil {
+		b.ix.current[a.Unmap()] = label
+	}
+}
+
+// Build returns the Index; now is when the IPHistories were read, or a
+// later time: an address without one has no hold that ended within the
+// retention before it.
+func (b *Builder) Build(now time.Time) *Index {
+	for i, c := range b.covs {
+		start, _ := history.HistoryStart(nil, c, now)
+		b.ix.absent[i] = start.UnixNano()
+	}
+	n := 0
+	for i := range b.ix.entries {
+		n += len(b.ix.entries[i].holds)
+	}
+	b.ix.holds = make([]hold, 0, n)
+	for i := range b.ix.entries {
+		b.finish(&b.ix.entries[i])
+	}
+	b.podIDs = nil
+	return b.ix
+}
+
+// finish moves e's holds, oldest first, into the Index's array.
+func (b *Builder) finish(e *entry) {
+	if !e.recorded {
+		e.start = b.ix.absent
+	}
+	sort.SliceStable(e.holds, func(i, j int) bool { return e.holds[i].from < e.holds[j].from })
+	e.off, e.n = uint32(len(b.ix.holds)), uint32(len(e.holds))
+	b.ix.holds = append(b.ix.holds, e.holds...)
+	e.holds = nil
+}
+
+// entry returns the entry of an address, adding it; nil for what is not
+// an address.
+func (b *Builder) entry(address string) *entry {
+	a, err := netip.ParseAddr(address)
+	if err != nil {
+		return nil
+	}
+	a = a.Unmap()
+	next := uint32(len(b.ix.entries))
+	var i uint32
+	var ok bool
+	if a.Is4() {
+		if i, ok = b.ix.v4[v4Key(a)]; !ok {
+			i, b.ix.v4[v4Key(a)] = next, next
+		}
+	} else {
+		a = a.WithZone("")
+		if i, ok = b.ix.v6[a]; !ok {
+			i, b.ix.v6[a] = next, next
+		}
+	}
+	if !ok {
+		b.ix.entries = append(b.ix.entries, entry{})
+	}
+	return &b.ix.entries[i]
+}
+
+func v4Key(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// pod returns the index of a pod, by UID, adding it once.
+func (b *Builder) pod(namespace, name string, uid types.UID, node string) uint32 {
+	if id, ok := b.podIDs[uid]; ok {
+		return id
+	}
+	id := uint32(len(b.ix.pods))
+	b.ix.pods = append(b.ix.pods, newPodText(namespace, name, string(uid), node))
+	b.podIDs[uid] = id
+	return id
+}
+
+// podText is a pod as one string, "namespace pod uid node" with "-" for
+// an empty field, as the text columns print it: one read of memory per
+// holder written, and less memory than four strings.
+type podText struct {
+	text string
+	ends [3]uint16 // the end of each of the first three fields
+}
+
+func newPodText(fields ...string) podText {
+	var p podText
+	for i, f := range fields {
+		if f == "" {
+			f = "-"
+		}
+		if i > 0 {
+			p.text += " "
+		}
+		p.text += f
+		if i < 3 {
+			p.ends[i] = uint16(len(p.text))
+		}
+	}
+	return p
+}
+
+// column returns field i: namespace, pod, uid, node ("-" when empty).
+func (p *podText) column(i int) string {
+	start, end := 0, len(p.text)
+	if i > 0 {
+		start = int(p.ends[i-1]) + 1
+	}
+	if i < 3 {
+		end = int(p.ends[i])
+	}
+	return p.text[start:end]
+}
+
+// Pod returns the pod an Answer names by index.
+func (ix *Index) Pod(id uint32) Pod {
+	p := &ix.pods[id]
+	empty := func(s string) string {
+		if s == "-" {
+			return ""
+		}
+		return s
+	}
+	return Pod{Namespace: empty(p.column(0)), Name: p.column(1), UID: types.UID(p.column(2)), Node: empty(p.column(3))}
+}
+
+// Addresses is how many addresses the Index knows a hold of.
+func (ix *Index) Addresses() int { return len(ix.v4) + len(ix.v6) }
