@@ -43,8 +43,8 @@ var saGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + fr
 
 // TestDeployManifests installs the shipped manifests as users do, from
 // each source in turn: the Helm chart (charts/podtoip-controller, rendered
-// with its default values) and the kustomization (kubectl apply -k
-// artifacts/). For each, it checks that the pod template passes the
+// with its default values), a release's install.yaml (as `make dist`
+// writes it) and the kustomization (kubectl apply -k artifacts/). For each, it checks that the pod template passes the
 // "restricted" Pod Security Standard, that the RBAC is exactly what the
 // controller needs, and that the controller works both as the
 // ServiceAccount and with in-cluster config.
@@ -56,6 +56,7 @@ func TestDeployManifests(t *testing.T) {
 		manifests []string // what kubectl apply is given
 	}{
 		{"helm chart", []string{"-f", renderChart(t)}},
+		{"install.yaml", []string{"-f", renderRelease(t, "./dist", "-install-yaml", "-root", cp.Root, "-version", "v0.0.0-test", "-image", "podtoip-controller:v0.0.0-test")}},
 		{"kustomize", []string{"-k", filepath.Join(cp.Root, "artifacts")}},
 	}
 	for _, s := range sources {
@@ -67,15 +68,21 @@ func TestDeployManifests(t *testing.T) {
 // template` does, with Helm's own packages (hack/release), and returns the
 // file it wrote them to.
 func renderChart(t *testing.T) string {
-	cmd := exec.CommandContext(framework.CtxFor(t, 10*time.Minute), "go", "run", "./chart", "render", "-chart", filepath.Join(cp.Root, "charts", "podtoip-controller"))
+	return renderRelease(t, "./chart", "render", "-chart", filepath.Join(cp.Root, "charts", "podtoip-controller"))
+}
+
+// renderRelease runs the program pkg of hack/release with args, and
+// returns the file it wrote what the program printed to.
+func renderRelease(t *testing.T, pkg string, args ...string) string {
+	cmd := exec.CommandContext(framework.CtxFor(t, 10*time.Minute), "go", append([]string{"run", pkg}, args...)...)
 	cmd.Dir = filepath.Join(cp.Root, "hack", "release")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("rendering the Helm chart: %v\n%s", err, stderr.String())
+		t.Fatalf("go run %s %s (hack/release): %v\n%s", pkg, strings.Join(args, " "), err, stderr.String())
 	}
-	path := filepath.Join(t.TempDir(), "chart.yaml")
+	path := filepath.Join(t.TempDir(), "manifests.yaml")
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -83,6 +83,7 @@ func main() {
 		releaseURL = flag.String("release-url", "", "The URL the archives will be downloaded from, for the krew manifest (required to pack).")
 		homepage   = flag.String("homepage", "", "The project's homepage, for the krew manifest (required to pack).")
 		verifyDir  = flag.String("verify", "", "Verify the release in this directory instead of writing one.")
+		install    = flag.Bool("install-yaml", false, "Print the release's install.yaml (from -root's artifacts/) instead of writing a release.")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -98,6 +99,17 @@ func main() {
 			fail("verify %s: %v", *verifyDir, err)
 		}
 		fmt.Print(report)
+		return
+	}
+	if *install {
+		if *root == "" {
+			usageError("-install-yaml needs -root")
+		}
+		b, err := installYAML(filepath.Join(*root, "artifacts"), r)
+		if err != nil {
+			fail("render install.yaml: %v", err)
+		}
+		os.Stdout.Write(b)
 		return
 	}
 	if *root == "" || *binDir == "" || *out == "" || *releaseURL == "" || *homepage == "" {
