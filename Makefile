@@ -190,7 +190,7 @@ ENRICH_RECORDS ?= 1000000
 ENRICH_ADDRESSES ?= 10000
 
 .PHONY: bench-enrich
-bench-enrich: build ## Time kubectl ptp enrich over ENRICH_RECORDS aws-vpc records (1,000,000) and a history of ENRICH_ADDRESSES addresses (10,000) against awk over the same file, and its memory per address (docs/performance.md).
+bench-enrich: build ## Time kubectl ptp enrich over ENRICH_RECORDS aws-vpc records (1,000,000) and a history of ENRICH_ADDRESSES addresses (10,000) against awk over the same file, and its memory per address (docs/history.md).
 	hack/enrichbench/bench.sh $(CURDIR)/$(PLUGIN) $(CURDIR)/bin/enrichbench $(ENRICH_RECORDS) $(ENRICH_ADDRESSES)
 
 .PHONY: bench-plots

@@ -10,7 +10,7 @@
 //     IMAGE, for `kubectl apply -f install.yaml`;
 //   - krew/ptp.yaml: the krew plugin manifest of the kubectl-ptp archives;
 //   - podtoip-controller-CHARTVERSION.tgz: the Helm chart, whose defaults
-//     are this release's image, for `helm install NAME URL`;
+//     are the image of the release being packed, for `helm install NAME URL`;
 //   - checksums.txt: the SHA-256 of every file above, as sha256sum prints
 //     them (`sha256sum -c checksums.txt` checks a download).
 //

@@ -131,7 +131,7 @@ func installYAML(artifacts string, r release) ([]byte, error) {
 }
 
 // chartPackage packs the chart in chartDir as `helm package` does, for
-// this release: its version the release's, its image the release's (the
+// the release being packed: its version the release's, its image the release's (the
 // repository in values.yaml, the tag as appVersion), so that `helm
 // install NAME URL` installs the release without --set.
 func chartPackage(chartDir string, r release) ([]byte, error) {

@@ -173,7 +173,7 @@ func images(manifests string) []string {
 }
 
 // checkChart renders the packed chart with its defaults, as `helm install`
-// would, and checks that it is this release's and runs its image.
+// would, and checks that it is the packed release's and runs its image.
 func checkChart(path string, r release) error {
 	chrt, err := loader.Load(path)
 	if err != nil {
@@ -192,7 +192,7 @@ func checkChart(path string, r release) error {
 	return nil
 }
 
-// checkKrewManifest checks that the krew manifest names this release, and
+// checkKrewManifest checks that the krew manifest names the packed release, and
 // has one platform for each plugin archive, downloaded from the release's
 // URL with the archive's SHA-256. (krew's own validation is run on it by
 // make dist and the tests: validate-krew-manifest.)
