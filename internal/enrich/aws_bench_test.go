@@ -9,7 +9,7 @@ import (
 
 // The aws-vpc hot path reads fields, addresses and times by hand; these
 // two benchmarks hold it against the library's way of doing the same
-// (docs/performance.md, "kubectl ptp enrich").
+// (docs/history.md, "What enrich costs").
 var benchLine = []byte("2 123456789010 eni-0000000001d2a026a 10.244.25.115 10.244.17.47 22784 443 6 100 27472 1795716075 1795716122 ACCEPT OK")
 
 func BenchmarkAWSFieldsHandWritten(b *testing.B) {
