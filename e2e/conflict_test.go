@@ -1068,4 +1068,30 @@ func TestConflictLargeGroupOnOneAddress(t *testing.T) {
 		waitConflict(t, ns, name, oldest(name, listed)...)
 	}
 	suite.WaitConverged(t, 30*time.Second, foreign, ns)
+	expectHistoryOverflow(t, ns, ip, start.Add(setup))
+}
+
+// expectHistoryOverflow checks the history of an address that more pods
+// hold than an IPHistory keeps open holds for: it records 64 and an
+// overflow that lasts, and the coverage is still proven past held (by
+// when every pod held it), where who-had answers with the
+// holders found and says the history cannot vouch that they are all.
+func expectHistoryOverflow(t *testing.T, ns, ip string, held time.Time) {
+	after := held.Truncate(time.Second).Add(time.Second)
+	h := suite.WaitHistory(t, ip, "64 open holds and an overflow that lasts", func(h *framework.History) bool {
+		return h != nil && h.Holds == 64 && h.Overflow != nil && h.Overflow.To == nil
+	})
+	t.Logf("IPHistory %s: %d holds, overflow from %s", ip, h.Holds, h.Overflow.From.UTC().Format(time.RFC3339))
+	var out, errOut string
+	code := -1
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		out, errOut, code = suite.KubectlPTP(t, "who-had", ip, "--at", after.UTC().Format(time.RFC3339), "-n", ns, "-o", "json")
+		return code == 0 && strings.Contains(errOut, "more pods held "+ip+" at once than its IPHistory keeps open holds for"), nil
+	}); err != nil {
+		t.Fatalf("who-had %s at %s: exit %d, stderr %q; want the holders found and the overflow's note once the coverage passes it (a stalled history never proves it)",
+			ip, after.UTC().Format(time.RFC3339), code, errOut)
+	}
+	if !strings.Contains(out, `"covered": false`) || strings.Count(out, `"podUID"`) != 64 {
+		t.Errorf("who-had -o json in the overflow: want covered false and the 64 holds; got %.600s", out)
+	}
 }

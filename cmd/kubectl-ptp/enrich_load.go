@@ -129,9 +129,10 @@ type savedItem struct {
 	Kind     string            `json:"kind"`
 	Metadata metav1.ObjectMeta `json:"metadata"`
 	// IPHistory
-	Address      string       `json:"address"`
-	Holders      []savedHold  `json:"holders"`
-	RecordedFrom *metav1.Time `json:"recordedFrom"`
+	Address      string            `json:"address"`
+	Holders      []savedHold       `json:"holders"`
+	RecordedFrom *metav1.Time      `json:"recordedFrom"`
+	Overflow     *history.Overflow `json:"overflow"`
 	// IPHistoryCoverage
 	Namespace string             `json:"namespace"`
 	Retention metav1.Duration    `json:"retention"`
@@ -216,7 +217,7 @@ func loadFile(path, namespace string, notes io.Writer) (*enrich.Builder, time.Ti
 			covs = append(covs, &history.IPHistoryCoverage{ObjectMeta: it.Metadata, Namespace: it.Namespace, Retention: it.Retention, Intervals: it.Intervals})
 		case history.Kind:
 			start()
-			h := &history.IPHistory{ObjectMeta: it.Metadata, Address: it.Address, RecordedFrom: it.RecordedFrom, Holders: make([]history.Hold, len(it.Holders))}
+			h := &history.IPHistory{ObjectMeta: it.Metadata, Address: it.Address, RecordedFrom: it.RecordedFrom, Overflow: it.Overflow, Holders: make([]history.Hold, len(it.Holders))}
 			for i := range it.Holders {
 				h.Holders[i] = it.Holders[i].hold()
 			}

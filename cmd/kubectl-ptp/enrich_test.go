@@ -57,6 +57,20 @@ func TestEnrichHistoryFile(t *testing.T) {
 	}
 }
 
+// TestEnrichHistoryFileOverflow: a saved IPHistory's overflow (more pods
+// held the address than it keeps holds for) makes a flow inside it
+// uncertain, never certain.
+func TestEnrichHistoryFileOverflow(t *testing.T) {
+	saved := strings.Replace(savedHistory, `"holds":2,`, `"holds":2,"overflow":{"from":"2026-05-01T14:20:00Z","to":"2026-05-01T14:30:00Z"},`, 1)
+	hist := writeFile(t, "history.json", saved)
+	out, errOut, code := runPtpInput(t, fmt.Sprintf("srcaddr start\n10.244.1.7 %d\n10.244.1.7 %d\n", unixAt("14:15:00"), unixAt("14:25:00")),
+		"enrich", "--history-file", hist)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || !strings.HasSuffix(lines[1], " shop api u-api n2 certain") || !strings.HasSuffix(lines[2], " shop api u-api n2 uncertain") {
+		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
 func TestEnrichNotCoveredExits4(t *testing.T) {
 	hist := writeFile(t, "history.json", savedHistory)
 	// 15:30 is after the coverage: api's hold lasts, but unproven.

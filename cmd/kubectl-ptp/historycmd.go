@@ -70,7 +70,7 @@ func (o *options) history(ctx context.Context, cmd *cobra.Command, arg string) e
 }
 
 // historyNotes says what a history's table does not: that holds were
-// removed, and that the address is held twice.
+// removed or missing, and that the address is held twice.
 func historyNotes(h *history.IPHistory) []string {
 	var notes []string
 	if h.RecordedFrom != nil {
@@ -80,6 +80,14 @@ func historyNotes(h *history.IPHistory) []string {
 				formatTime(h.RecordedFrom.Time), h.Dropped, history.MaxHolds)
 		}
 		notes = append(notes, n)
+	}
+	if o := h.Overflow; o != nil {
+		to := "and still do"
+		if o.To != nil {
+			to = "until " + formatTime(o.To.Time)
+		}
+		notes = append(notes, fmt.Sprintf("from %s %s, more pods held %s at once than the %d holds kept open: some have no hold, and answers about that time are not covered",
+			formatTime(o.From.Time), to, h.Address, history.MaxHolds))
 	}
 	if since, ok := history.Conflict(h); ok {
 		notes = append(notes, fmt.Sprintf("%s is held by %d pods at once since %s: a conflict (kubectl ptp who-has %s)",

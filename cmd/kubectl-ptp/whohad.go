@@ -75,6 +75,9 @@ type whoHadResult struct {
 	// (history.RecordStart).
 	RecordStart *metav1.Time `json:"recordStart,omitempty"`
 	Dropped     int32        `json:"dropped,omitempty"`
+	// Overflow is the IPHistory's: when more pods held the address than it
+	// keeps open holds for; At inside it is not covered.
+	Overflow *history.Overflow `json:"overflow,omitempty"`
 	// Covered is whether the history vouches for At: whether nobody found
 	// means nobody.
 	Covered bool `json:"covered"`
@@ -180,7 +183,7 @@ func coverageObjects(reads []coverageRead) []*history.IPHistoryCoverage {
 func newWhoHadResult(a address, at time.Time, h *history.IPHistory, ans history.Answer) *whoHadResult {
 	res := &whoHadResult{TypeMeta: resultType("WhoHad"), Address: a.canonical, At: metav1.NewTime(at), Holders: []history.Match{}, Covered: ans.Covered}
 	if h != nil {
-		res.Recorded, res.Dropped = true, h.Dropped
+		res.Recorded, res.Dropped, res.Overflow = true, h.Dropped, h.Overflow
 		if start, ok := history.RecordStart(h); ok {
 			res.RecordStart = &metav1.Time{Time: start}
 		}
@@ -262,6 +265,13 @@ func (q whoHadQuestion) gap(ans history.Answer, h *history.IPHistory, reads []co
 	case history.GapCreated:
 		return fmt.Sprintf("the history of %s is complete from %s: its IPHistory was created at %s, and holds that ended more than the retention (%s) before then may have been removed with an earlier one",
 			q.address, formatTime(ans.Start), formatTime(h.CreationTimestamp.Time), ans.Retention)
+	case history.GapOverflow:
+		to := "it still does"
+		if h.Overflow.To != nil {
+			to = "that lasted until " + formatTime(h.Overflow.To.Time)
+		}
+		return fmt.Sprintf("from %s more pods held %s at once than its IPHistory keeps open holds for (%d), and %s: some had no hold",
+			formatTime(ans.Start), q.address, history.MaxHolds, to)
 	case history.GapRetention:
 		return fmt.Sprintf("%s has no IPHistory, which vouches only for the retention window (%s, from %s): holds that ended before it are removed",
 			q.address, ans.Retention, formatTime(ans.Start))

@@ -223,6 +223,35 @@ func TestWhoHadBeforeTheHistoryStarts(t *testing.T) {
 	}
 }
 
+// TestWhoHadInAnOverflow: while more pods held the address than its
+// IPHistory keeps open holds for, the holders found are printed with a
+// note, and "nobody" is never said.
+func TestWhoHadInAnOverflow(t *testing.T) {
+	api := newFakeAPI(t)
+	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
+		busyHistory(h)
+		to := metav1.NewTime(clock("14:00"))
+		h.Overflow = &history.Overflow{From: metav1.NewTime(clock("11:45")), To: &to}
+	})
+	api.coverages["all"] = provenAll
+	out, errOut, code := runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "12:30", "-o", "json")
+	wantErr := "note: the history cannot vouch for 2026-05-01T12:30:00Z (3h30m ago): from 2026-05-01T11:45:00Z more pods held 10.244.1.7 at once than its IPHistory keeps open holds for (64), " +
+		"and that lasted until 2026-05-01T14:00:00Z: some had no hold; other pods may have held 10.244.1.7 then too\n"
+	if !strings.Contains(out, `"covered": false`) || !strings.Contains(out, `"overflow"`) || !strings.Contains(out, "old-1") ||
+		errOut != wantErr || code != exitFound {
+		t.Errorf("who-had printed\n%s\nstderr %q, exit %d; want old-1, covered false, the overflow, and stderr %q", out, errOut, code, wantErr)
+	}
+	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
+		open(h, "shop", "web-0", uidWeb, "node-2", "09:00")
+		closeAt(h, uidWeb, "10:00", "")
+		h.Overflow = &history.Overflow{From: metav1.NewTime(clock("11:45"))}
+	})
+	_, errOut, code = runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "12:30")
+	if !strings.Contains(errOut, "and it still does: some had no hold; who held 10.244.1.7 then is not recorded") || code != exitNotCovered {
+		t.Errorf("who-had stderr %q, exit %d; want not covered (exit 4), the overflow lasting", errOut, code)
+	}
+}
+
 func TestWhoHadUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args   []string

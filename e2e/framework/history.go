@@ -33,6 +33,10 @@ type History struct {
 	Holders           []HistoryHold `json:"holders"`
 	Holder            string        `json:"holder"`
 	Holds             int           `json:"holds"`
+	Overflow          *struct {
+		From metav1.Time  `json:"from"`
+		To   *metav1.Time `json:"to"`
+	} `json:"overflow"`
 }
 
 // HistoryHold is one pod's hold of an address.

@@ -47,6 +47,9 @@ type entry struct {
 	// recorded says the address has an IPHistory: else start is that
 	// of an address without one, from the read time.
 	recorded bool
+	// overflowFrom and overflowTo are its IPHistory's Overflow, [from,
+	// to) (to: never while it lasts); both 0 when it has none.
+	overflowFrom, overflowTo int64
 }
 
 // maxCoverages is how many coverages can vouch for one question: that of
@@ -127,6 +130,12 @@ func (b *Builder) AddHistory(h *history.IPHistory) {
 		return
 	}
 	e.recorded = true
+	if o := h.Overflow; o != nil {
+		e.overflowFrom, e.overflowTo = o.From.UnixNano(), never
+		if o.To != nil {
+			e.overflowTo = o.To.UnixNano()
+		}
+	}
 	for i, c := range b.covs {
 		start, _ := history.HistoryStart(h, c, time.Time{})
 		e.start[i] = start.UnixNano()

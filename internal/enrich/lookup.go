@@ -86,13 +86,15 @@ func (ix *Index) Lookup(address []byte, from, to int64, a *Answer) {
 			i, ok = ix.v6[ip]
 		}
 	}
-	start := ix.absent
+	start, overflow := ix.absent, false
 	if ok {
 		e := &ix.entries[i]
 		start = e.start
 		ix.collect(e, from, to, a)
+		// history.WhoHad: a time in the Overflow is not covered.
+		overflow = e.overflowTo != 0 && max(from, e.overflowFrom) < e.overflowTo && e.overflowFrom <= to
 	}
-	covered := ix.covered(from, to, start)
+	covered := !overflow && ix.covered(from, to, start)
 	switch {
 	case len(a.found) == 0 && covered:
 		a.Match = None

@@ -56,6 +56,13 @@ func randomHistory(rng *rand.Rand) *history.IPHistory {
 			s = 0
 		}
 	}
+	if rng.IntN(5) == 0 {
+		from := rng.IntN(30)
+		h.Overflow = &history.Overflow{From: at(from)}
+		if rng.IntN(2) == 0 {
+			h.Overflow.To = ptr(from + rng.IntN(10))
+		}
+	}
 	return h
 }
 
@@ -74,6 +81,12 @@ func oracle(h *history.IPHistory, covs []*history.IPHistoryCoverage, now time.Ti
 			if t != nil {
 				add(t.Time)
 			}
+		}
+	}
+	if o := h.Overflow; o != nil {
+		add(o.From.Time)
+		if o.To != nil {
+			add(o.To.Time)
 		}
 	}
 	for _, c := range covs {

@@ -48,6 +48,17 @@ func (in *IPHistory) DeepCopyInto(out *IPHistory) {
 	if in.Since != nil {
 		out.Since = in.Since.DeepCopy()
 	}
+	out.Overflow = in.Overflow.DeepCopy()
+}
+
+// DeepCopy returns a new Overflow equal to in, sharing no memory with it.
+func (in *Overflow) DeepCopy() *Overflow {
+	if in == nil {
+		return nil
+	}
+	out := *in
+	out.To = in.To.DeepCopy()
+	return &out
 }
 
 // DeepCopy returns a new IPHistory equal to in, sharing no memory with it.

@@ -28,6 +28,8 @@ func TestDeepCopyIsolates(t *testing.T) {
 	c.Holders[4].StartedBefore.Time = c.Holders[4].StartedBefore.Add(time.Hour)
 	c.RecordedFrom.Time = c.RecordedFrom.Add(time.Hour)
 	c.Since.Time = c.Since.Add(time.Hour)
+	c.Overflow.From.Time = c.Overflow.From.Add(time.Hour)
+	c.Overflow.To.Time = c.Overflow.To.Add(time.Hour)
 	c.Holders = append(c.Holders[:1], c.Holders[5:]...)
 	if !reflect.DeepEqual(orig, snapshot) {
 		t.Error("mutating the copy changed the original")

@@ -101,10 +101,44 @@ func Close(h *IPHistory, podUID types.UID, at time.Time, endedAfter *time.Time) 
 	return true
 }
 
-// Prune removes the holds that ended before before, the start of the
-// retention window, and reports whether h changed and whether no hold is
-// left (a writer then deletes the object rather than keep an empty one).
-// Open holds are kept however old.
+// Overflowed records that pods hold the address without a hold, the
+// earliest of them from from, and reports whether h changed: Overflow
+// takes in from and lasts. A writer calls it for every reconcile at which
+// Open refused a holder, and EndOverflow at the first at which it did not.
+func Overflowed(h *IPHistory, from time.Time) bool {
+	f := floor(from)
+	switch {
+	case h.Overflow == nil:
+		h.Overflow = &Overflow{From: f}
+	case h.Overflow.To == nil && !f.Before(&h.Overflow.From):
+		return false
+	default:
+		if f.Before(&h.Overflow.From) {
+			h.Overflow.From = f
+		}
+		h.Overflow.To = nil
+	}
+	return true
+}
+
+// EndOverflow records that every holder has a hold again at at (rounded
+// up), and reports whether h changed.
+func EndOverflow(h *IPHistory, at time.Time) bool {
+	if h.Overflow == nil || h.Overflow.To != nil {
+		return false
+	}
+	to := ceil(at)
+	if to.Before(&h.Overflow.From) {
+		to = h.Overflow.From
+	}
+	h.Overflow.To = &to
+	return true
+}
+
+// Prune removes the holds, and an Overflow, that ended before before, the
+// start of the retention window, and reports whether h changed and whether
+// it is Empty then (a writer then deletes the object rather than keep an
+// empty one). Open holds are kept however old.
 func Prune(h *IPHistory, before time.Time) (changed, empty bool) {
 	kept := h.Holders[:0]
 	for _, hold := range h.Holders {
@@ -117,11 +151,20 @@ func Prune(h *IPHistory, before time.Time) (changed, empty bool) {
 	}
 	clear(h.Holders[len(kept):])
 	h.Holders = kept
+	if o := h.Overflow; o != nil && o.To != nil && o.To.Time.Before(before) {
+		forget(h, Hold{To: o.To})
+		h.Overflow = nil
+		changed = true
+	}
 	if Refresh(h) {
 		changed = true
 	}
-	return changed, len(h.Holders) == 0
+	return changed, Empty(h)
 }
+
+// Empty reports whether h records nothing: no hold, and no overflow
+// whose answers must stay marked incomplete.
+func Empty(h *IPHistory) bool { return len(h.Holders) == 0 && h.Overflow == nil }
 
 // Bound removes holds beyond MaxHolds, counting them in Dropped, and
 // reports whether h changed. It removes the holds that ended earliest

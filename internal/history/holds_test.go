@@ -345,11 +345,14 @@ func FuzzOperations(f *testing.F) {
 		minute := func(b byte) time.Time { return base.Add(time.Duration(b) * time.Minute) }
 		var recordedFrom *metav1.Time
 		for len(ops) >= 3 {
-			op, pod, when := ops[0]%4, types.UID(fmt.Sprint(ops[1]%80)), ops[2]
+			op, pod, when := ops[0]%6, types.UID(fmt.Sprint(ops[1]%80)), ops[2]
 			ops = ops[3:]
 			apply(h, op, pod, when, minute)
 			if len(h.Holders) > MaxHolds {
 				t.Fatalf("%d holds", len(h.Holders))
+			}
+			if o := h.Overflow; o != nil && o.To != nil && o.To.Before(&o.From) {
+				t.Fatalf("the overflow ends (%v) before it starts (%v)", o.To, o.From)
 			}
 			open := map[types.UID]bool{}
 			for i, x := range h.Holders {

@@ -118,6 +118,10 @@ const (
 	// than the retention ago: a hold that covered it may have been pruned
 	// with its object.
 	GapRetention Gap = "Retention"
+	// GapOverflow: the time lies in the IPHistory's Overflow, when more
+	// pods held the address than it keeps open holds for; Start is when
+	// that began.
+	GapOverflow Gap = "Overflow"
 )
 
 // Query asks who held an address at a time, and whether the history can
@@ -152,7 +156,8 @@ type Answer struct {
 	Covered bool
 	Gap     Gap
 	// Start is the bound the time falls before, for GapRecordedFrom,
-	// GapCreated and GapRetention; Retention is the retention of the
+	// GapCreated and GapRetention, and the Overflow's start for
+	// GapOverflow; Retention is the retention of the
 	// coverage it comes from.
 	Start     time.Time
 	Retention time.Duration
@@ -191,7 +196,19 @@ func WhoHad(h *IPHistory, q Query) Answer {
 			a.Matches[i].Uncertain = true
 		}
 	}
+	if a.Covered && InOverflow(h, q.At) {
+		a.Covered, a.Gap, a.Start, a.Span = false, GapOverflow, h.Overflow.From.Time, Interval{}
+	}
 	return a
+}
+
+// InOverflow reports whether t lies in h's Overflow (nil h: no).
+func InOverflow(h *IPHistory, t time.Time) bool {
+	if h == nil || h.Overflow == nil {
+		return false
+	}
+	o := h.Overflow
+	return !t.Before(o.From.Time) && (o.To == nil || t.Before(o.To.Time))
 }
 
 // add takes the verdict of one coverage c into a: one coverage that

@@ -38,21 +38,21 @@ func (h *Historian) sync(ctx context.Context, addr string) error {
 	}
 	changed, refused := h.applySeen(want, now, seen)
 	switch {
-	case !known && len(want.Holders) == 0:
+	case !known && Empty(want):
 	case !known:
 		want.Labels = h.labels
 		err = h.write(ctx, name, "create", want, func() (string, error) { return h.client.Create(ctx, want) })
-	case len(want.Holders) == 0:
+	case Empty(want):
 		err = h.remove(ctx, name, r)
 	case changed:
 		err = h.update(ctx, name, have, want, func(o *IPHistory) { h.applySeen(o, now, seen) })
 	}
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case refused > 0:
-		// Kept in seen, with their start: opened once a hold ends.
-		return fmt.Errorf("IPHistory %s: %d more pods hold the address than the %d open holds it keeps", name, refused, MaxHolds)
+	}
+	if refused > 0 && (have == nil || have.Overflow == nil || have.Overflow.To != nil) {
+		klog.FromContext(ctx).Info("More pods hold the address than an IPHistory keeps open holds for: answers are marked incomplete until they have one",
+			"iphistory", name, "address", addr, "withoutHold", refused, "maxHolds", MaxHolds)
 	}
 	h.forgetSeen(addr, seen)
 	return nil
@@ -100,7 +100,10 @@ func (h *Historian) update(ctx context.Context, name string, have, want *IPHisto
 
 // applySeen changes o to what the pod cache says at now, and reports
 // whether anything changed and how many holders could not be given a hold
-// (MaxHolds are open). A hold starts or ends when the pod handlers saw it
+// (MaxHolds are open): o's Overflow then says from when answers miss
+// holders, and it ends at the first reconcile at which none is missing.
+// A holder refused loses its seen start (the write forgets it): once it
+// gets a hold, its start is not observed, which the Overflow covers. A hold starts or ends when the pod handlers saw it
 // do so (seen); a pod that was terminating when it ended held the address
 // at least until its termination began, and may have until its end. A
 // change they did not see happened while no leader saw (or before the
@@ -121,12 +124,23 @@ func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]see
 			changed = Close(o, hold.PodUID, s.end, endedAfter(s)) || changed
 		}
 	}
+	// The earliest holders get the holds, so that an overflow starts as
+	// late as it can.
+	slices.SortStableFunc(holders, func(a, b Hold) int { return a.From.Compare(b.From.Time) })
+	var overflowFrom time.Time
 	for _, hold := range holders {
 		if Open(o, hold) {
 			changed = true
 		} else if _, open := HoldOf(o, hold.PodUID); !open {
-			refused++
+			if refused++; refused == 1 || hold.From.Time.Before(overflowFrom) {
+				overflowFrom = hold.From.Time
+			}
 		}
+	}
+	if refused > 0 {
+		changed = Overflowed(o, overflowFrom) || changed
+	} else {
+		changed = EndOverflow(o, now) || changed
 	}
 	changed = h.addBrief(o, seen) || changed
 	pruned, _ := Prune(o, now.Add(-h.retention))

@@ -349,3 +349,69 @@ func TestHistoryTerminatingPodEndsBetween(t *testing.T) {
 		t.Errorf("hold = %+v, want ended between %v (termination began) and %v (gone)", hold, start.Add(time.Minute), f.now)
 	}
 }
+
+// TestHistoryOverflowMarksAnswersIncomplete checks an address held by more
+// pods at once than an IPHistory keeps open holds for: the write succeeds
+// with an Overflow from when the first pod without a hold got the address
+// (answers there are not covered), nothing stays pending to block the
+// coverage's proof, and the overflow ends once every holder has a hold.
+func TestHistoryOverflowMarksAnswersIncomplete(t *testing.T) {
+	const addr = "10.244.0.5"
+	f := newHistoryFixture(t)
+	var first *podinfo.Pod
+	for i := range MaxHolds + 1 {
+		if i == MaxHolds {
+			f.now = f.now.Add(10 * time.Second)
+		}
+		p := f.onPodAdd(testPod(func(p *corev1.Pod) {
+			p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+			p.CreationTimestamp = metav1.NewTime(f.now)
+			p.Status.PodIPs = []corev1.PodIP{{IP: addr}}
+		}))
+		if i == 0 {
+			first = p
+		}
+	}
+	lateStart := f.now
+	f.now = f.now.Add(time.Second)
+	f.sync(addr)
+	o := f.cached(addr)
+	if o.Overflow == nil || !o.Overflow.From.Time.Equal(lateStart) || o.Overflow.To != nil {
+		t.Fatalf("overflow = %+v, want one from %v that lasts", o.Overflow, lateStart)
+	}
+	if f.h.pendingBefore(f.now) {
+		t.Error("a change the history wrote as an overflow is still pending: the coverage cannot be proven")
+	}
+	cov := &IPHistoryCoverage{Namespace: ""}
+	Extend(cov, lateStart.Add(-time.Minute), f.now, lateStart.Add(-time.Hour))
+	ask := func(at time.Time) Answer {
+		return WhoHad(o, Query{At: at, Now: f.now, Coverages: []*IPHistoryCoverage{cov}})
+	}
+	if a := ask(lateStart.Add(-5 * time.Second)); !a.Covered || len(a.Matches) != MaxHolds {
+		t.Errorf("before the overflow: covered %v, %d holders; want covered, %d", a.Covered, len(a.Matches), MaxHolds)
+	}
+	if a := ask(lateStart); a.Covered || a.Gap != GapOverflow || !a.Start.Equal(lateStart) {
+		t.Errorf("in the overflow: covered %v, gap %q from %v; want not covered (%q from %v)", a.Covered, a.Gap, a.Start, GapOverflow, lateStart)
+	}
+
+	f.now = f.now.Add(time.Minute)
+	f.onPodDelete(first)
+	f.sync(addr)
+	o = f.cached(addr)
+	hold, ok := HoldOf(o, types.UID(fmt.Sprintf("uid-%d", MaxHolds)))
+	if !ok || hold.StartedBefore == nil || lateStart.Before(hold.From.Time) || hold.StartedBefore.Time.Before(lateStart) {
+		t.Fatalf("the pod that had no hold: %+v (open %v), want an open hold whose start is not observed, between From and StartedBefore (%v)", hold, ok, lateStart)
+	}
+	if o.Overflow == nil || o.Overflow.To == nil || !o.Overflow.To.Time.Equal(f.now) {
+		t.Fatalf("overflow = %+v, want it ended at %v", o.Overflow, f.now)
+	}
+
+	// Past the retention, the overflow goes like a hold and RecordedFrom
+	// takes in its end.
+	to := o.Overflow.To.Time
+	f.now = to.Add(f.h.retention + time.Second)
+	f.sync(addr)
+	if o = f.cached(addr); o.Overflow != nil || o.RecordedFrom == nil || o.RecordedFrom.Time.Before(to) {
+		t.Errorf("after the retention: overflow %+v, recordedFrom %v; want none, and recordedFrom at or after %v", o.Overflow, o.RecordedFrom, to)
+	}
+}

@@ -24,6 +24,8 @@ type Record struct {
 	Dropped         int32
 	// RecordedFrom is in Unix seconds; 0 when unset.
 	RecordedFrom int64
+	// Overflow is kept as the object has it; nil when unset.
+	Overflow *Overflow
 }
 
 // RecordedHold is a hold as a Record keeps it. From and To are in Unix
@@ -45,6 +47,7 @@ func RecordOf(h *IPHistory) Record {
 	if h.RecordedFrom != nil {
 		r.RecordedFrom = h.RecordedFrom.Unix()
 	}
+	r.Overflow = h.Overflow.DeepCopy()
 	for i, hold := range h.Holders {
 		k := RecordedHold{UID: slim.ToUID(hold.PodUID), From: hold.From.Unix()}
 		if hold.To != nil {
@@ -73,6 +76,7 @@ func (r Record) Skeleton(address string) (*IPHistory, error) {
 		t := unix(r.RecordedFrom)
 		h.RecordedFrom = &t
 	}
+	h.Overflow = r.Overflow.DeepCopy()
 	h.Holders = make([]Hold, len(r.Holds))
 	for i, k := range r.Holds {
 		h.Holders[i] = Hold{Namespace: k.Namespace, Pod: k.Name, PodUID: k.UID.UID(), From: unix(k.From)}
@@ -153,8 +157,15 @@ func Patch(before, after *IPHistory) ([]byte, bool) {
 		ops = fieldOp(ops, "/dropped", before.Dropped != 0, after.Dropped != 0, after.Dropped)
 	}
 	ops = timeOp(ops, "/recordedFrom", before.RecordedFrom, after.RecordedFrom)
+	if !equalOverflow(before.Overflow, after.Overflow) {
+		ops = fieldOp(ops, "/overflow", before.Overflow != nil, after.Overflow != nil, after.Overflow)
+	}
 	b, err := json.Marshal(ops)
 	return b, err == nil
+}
+
+func equalOverflow(a, b *Overflow) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.From.Equal(&b.From) && a.To.Equal(b.To)
 }
 
 // keys returns the keys of h's holds, and false if two holds share one.

@@ -73,7 +73,7 @@ func FuzzPatch(f *testing.F) {
 		base := at("00:00")
 		minute := func(b byte) time.Time { return base.Add(time.Duration(b) * time.Minute) }
 		for len(ops) >= 3 {
-			op, pod, when := ops[0]%4, types.UID(fmt.Sprint(ops[1]%80)), ops[2]
+			op, pod, when := ops[0]%6, types.UID(fmt.Sprint(ops[1]%80)), ops[2]
 			ops = ops[3:]
 			r := RecordOf(h)
 			before, err := r.Skeleton(h.Address)
@@ -116,7 +116,7 @@ func FuzzPatch(f *testing.F) {
 
 // apply makes one fuzzed change to o (FuzzOperations, FuzzPatch): an Open,
 // some with StartedBefore; a Close, seen or with EndedAfter; a Prune; a
-// Bound.
+// Bound; an overflow that starts or ends.
 func apply(o *IPHistory, op byte, pod types.UID, when byte, minute func(byte) time.Time) {
 	switch op {
 	case 0:
@@ -137,5 +137,9 @@ func apply(o *IPHistory, op byte, pod types.UID, when byte, minute func(byte) ti
 		Prune(o, minute(when))
 	case 3:
 		Bound(o)
+	case 4:
+		Overflowed(o, minute(when))
+	case 5:
+		EndOverflow(o, minute(when))
 	}
 }

@@ -79,6 +79,10 @@ type IPHistory struct {
 	// no hold covering a later time is missing for that reason. Before it,
 	// holds may be missing.
 	RecordedFrom *metav1.Time `json:"recordedFrom,omitempty"`
+	// Overflow is set when more pods held the address at once than the
+	// MaxHolds open holds an object keeps: between its From and To some of
+	// them have no hold, and no answer about that time is complete.
+	Overflow *Overflow `json:"overflow,omitempty"`
 
 	// Holder, Since and Holds summarize Holders for printer columns; every
 	// function that changes Holders keeps them current (see Refresh).
@@ -117,6 +121,19 @@ type Hold struct {
 	// (the pod's creation), StartedBefore when the writer found it. The
 	// start lies between the two.
 	StartedBefore *metav1.Time `json:"startedBefore,omitempty"`
+}
+
+// Overflow is when pods held the address without a hold, MaxHolds being
+// open already. It is one interval, widened to take in each new overflow:
+// so rare an event (a conflict of more than MaxHolds pods) needs no more
+// detail than "answers here may miss holders".
+type Overflow struct {
+	// From is when the first pod without a hold got the address (at the
+	// earliest).
+	From metav1.Time `json:"from"`
+	// To is when every holder had a hold again; unset while some have
+	// none.
+	To *metav1.Time `json:"to,omitempty"`
 }
 
 // IPHistoryList is a list of IPHistory objects, as returned by list calls.
