@@ -151,13 +151,14 @@ else
 endif
 
 # TRUTH_SEEDS is how many seeds `make test-truth` runs, one after another;
-# TRUTH_SEED=N fixes the first (the others stay random).
+# TRUTH_SEED=N fixes the first (the others stay random); TRUTH_ROUNDS=N
+# runs each of the five faults N times a seed (once by default).
 TRUTH_SEEDS ?= 20
 TRUTH_TIMEOUT ?= 6h
 
 .PHONY: test-truth
 test-truth: build controlplane ## Run the randomized truth test of the history in full: TRUTH_SEEDS seeds (20), each >= 300 pod lifecycles under failovers, restarts, the history off and lost write responses, then 2,000 who-had queries judged against the pods (see docs/history.md).
-	cd e2e && TRUTH_FULL=1 TRUTH_SEEDS=$(TRUTH_SEEDS) $(if $(TRUTH_SEED),TRUTH_SEED=$(TRUTH_SEED)) \
+	cd e2e && TRUTH_FULL=1 TRUTH_SEEDS=$(TRUTH_SEEDS) $(if $(TRUTH_SEED),TRUTH_SEED=$(TRUTH_SEED)) $(if $(TRUTH_ROUNDS),TRUTH_ROUNDS=$(TRUTH_ROUNDS)) \
 		$(GO) test -count=1 -timeout $(TRUTH_TIMEOUT) -run '^TestHistoryTruth$$' -v .
 
 # N is the number of pods `make bench` creates (N=50000 works too, in ~10 minutes).

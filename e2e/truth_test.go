@@ -42,15 +42,23 @@ import (
 // history is tested against the truth") describes it.
 //
 // The seed is random and printed; -truth.seed N or TRUTH_SEED=N fixes it,
-// TRUTH_SEEDS=N runs N seeds one after another, and TRUTH_FULL=1 runs the
+// TRUTH_SEEDS=N runs N seeds one after another, TRUTH_FULL=1 runs the
 // full scenario (at least 300 lifecycles and 2,000 queries a seed) instead
-// of the short one (about two minutes). Without a fixed seed, the
+// of the short one (about two minutes), and TRUTH_ROUNDS=N runs each fault
+// N times a seed (once by default). Without a fixed seed, the
 // regression seeds of testdata/truth/seeds.txt of the same length run
 // first.
 func TestHistoryTruth(t *testing.T) {
 	scale := truthShort
 	if os.Getenv("TRUTH_FULL") == "1" {
 		scale = truthFull
+	}
+	if v := os.Getenv("TRUTH_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("TRUTH_ROUNDS=%q: want a number of rounds of the five faults, 1 or more", v)
+		}
+		scale.rounds = n
 	}
 	seeds := truthSeeds(t, scale.full)
 	c := suite.SimCluster(t)
@@ -165,7 +173,7 @@ var (
 		calm: [2]time.Duration{6 * time.Second, 9 * time.Second}, gap: [2]time.Duration{2 * time.Second, 4 * time.Second},
 		off: [2]time.Duration{5 * time.Second, 7 * time.Second}, lost: [2]time.Duration{6 * time.Second, 8 * time.Second},
 		partition: [2]time.Duration{3 * time.Second, 5 * time.Second}}
-	truthFull = truthScale{full: true, lifecycles: 300, queries: 2000, outside: 600, aimed: 1000, rounds: 2, churn: 15 * time.Minute,
+	truthFull = truthScale{full: true, lifecycles: 300, queries: 2000, outside: 600, aimed: 1000, rounds: 1, churn: 15 * time.Minute,
 		calm: [2]time.Duration{10 * time.Second, 25 * time.Second}, gap: [2]time.Duration{5 * time.Second, 12 * time.Second},
 		off: [2]time.Duration{15 * time.Second, 30 * time.Second}, lost: [2]time.Duration{15 * time.Second, 30 * time.Second},
 		partition: [2]time.Duration{10 * time.Second, 20 * time.Second}}
