@@ -94,6 +94,10 @@ type Controller struct {
 	active atomic.Bool
 	// unqueued counts the keys listed at start not queued yet (queueAll).
 	unqueued atomic.Int64
+	// working counts the keys being reconciled, and lastWork is when one
+	// last finished (Unix nanoseconds): see mirrorsBusy.
+	working  atomic.Int32
+	lastWork atomic.Int64
 
 	// foreign remembers the unmanaged PodToIps already reported (see
 	// reportForeign); invalid the pods, by UID, already reported for an
@@ -173,7 +177,8 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 	}
 	c.cachesSynced = []cache.InformerSynced{inf.Pods.HasSynced, inf.Mirrors.HasSynced, podHandler.HasSynced}
 	if hc := inf.History; hc != nil {
-		c.history = history.NewHistorian(hc, history.Pods{Cache: c.pods, Holders: c.holders, Held: heldAddresses, Listed: podHandler.HasSynced})
+		c.history = history.NewHistorian(hc, history.Pods{Cache: c.pods, Holders: c.holders, Held: heldAddresses, Listed: podHandler.HasSynced,
+			MirrorsBusy: c.mirrorsBusy})
 	}
 	if k := inf.Nodes; k != nil {
 		if err := ensureIndexers(k.Informer, cache.Indexers{conflicts.AddressIndex: conflicts.NodeAddressIndexFunc}); err != nil {
@@ -475,7 +480,12 @@ func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 	if shutdown {
 		return false
 	}
-	defer c.queue.Done(key)
+	c.working.Add(1)
+	defer func() {
+		c.queue.Done(key)
+		c.working.Add(-1)
+		c.lastWork.Store(time.Now().UnixNano())
+	}()
 	if stop.Err() != nil {
 		return false
 	}
@@ -491,6 +501,18 @@ func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 	c.handleErr(workCtx, err, key)
 	return true
 }
+
+// mirrorsBusy reports whether the mirrors have work: keys queued or being
+// reconciled, or one finished within mirrorsQuiet (the next change of a
+// burst is likely on its way). The history yields to it.
+func (c *Controller) mirrorsBusy() bool {
+	return c.queue.Len() > 0 || c.working.Load() > 0 ||
+		time.Duration(time.Now().UnixNano()-c.lastWork.Load()) < mirrorsQuiet
+}
+
+// mirrorsQuiet is how long the mirrors must have been idle for the history
+// to stop yielding.
+const mirrorsQuiet = 50 * time.Millisecond
 
 // handleErr decides what becomes of a reconciled key (see kubeclient.Retry).
 func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectName) {

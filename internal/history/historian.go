@@ -78,6 +78,11 @@ type Historian struct {
 	listed func() bool
 	// noted counts standby notes, to prune the old ones now and then.
 	noted int
+	// mirrorsBusy reports whether the mirrors have work; yieldingSince is
+	// when the workers began to yield to it (Unix nanoseconds, 0: not).
+	mirrorsBusy   func() bool
+	yieldingSince atomic.Int64
+	maxYield      time.Duration
 
 	mu sync.Mutex
 	// records maps an IPHistory's name to what was last written to it,
@@ -153,8 +158,8 @@ type Config struct {
 	Labels map[string]string
 }
 
-// Pods is what the history reads of the pods, all of it kept by the
-// controller's pod informer and its handlers.
+// Pods is what the history reads of the controller: its pods, kept by its
+// pod informer and their handlers, and whether its mirrors have work.
 type Pods struct {
 	// Cache is the pod informer's cache, of *podinfo.Pod.
 	Cache cache.Indexer
@@ -167,6 +172,9 @@ type Pods struct {
 	// Listed reports whether the pod handlers have had the informer's
 	// initial list.
 	Listed func() bool
+	// MirrorsBusy reports whether the mirrors have work queued or under
+	// way (nil: never): the history yields to them (see yield).
+	MirrorsBusy func() bool
 }
 
 // NewHistorian builds the history's writer of cfg on pods; Run starts it.
@@ -177,6 +185,8 @@ func NewHistorian(cfg *Config, pods Pods) *Historian {
 		holders:          pods.Holders,
 		held:             pods.Held,
 		listed:           pods.Listed,
+		mirrorsBusy:      pods.MirrorsBusy,
+		maxYield:         maxYield,
 		labels:           cfg.Labels,
 		retention:        cfg.Retention,
 		namespace:        cfg.Namespace,
@@ -601,6 +611,7 @@ func (h *Historian) processNext(stop, workCtx context.Context) bool {
 	if stop.Err() != nil {
 		return true // shutting down: the next leader reconciles it
 	}
+	h.yield(stop)
 	ctx, cancel := context.WithTimeout(workCtx, kubeclient.SyncTimeout)
 	defer cancel()
 	logger := klog.LoggerWithValues(klog.FromContext(stop), "address", addr)
@@ -615,6 +626,41 @@ func (h *Historian) processNext(stop, workCtx context.Context) bool {
 	kubeclient.Retry(logger, h.queue, addr, err, false, "Writing the IPHistory of an address failed (the history's coverage waits for it)")
 	return true
 }
+
+// yield waits while the mirrors have work. Under a burst of pod changes
+// the API server and etcd, on the same cores, then answer the mirrors'
+// writes ("who has X now") first; the history loses nothing by waiting,
+// as a hold records when its change was seen, not when it is written. It
+// waits at most maxYield from the start of a busy stretch, then runs
+// beside the mirrors until they are idle again: under steady churn the
+// history must keep up, and its coverage be proven.
+func (h *Historian) yield(ctx context.Context) {
+	if h.mirrorsBusy == nil {
+		return
+	}
+	for h.mirrorsBusy() {
+		now := time.Now().UnixNano()
+		h.yieldingSince.CompareAndSwap(0, now)
+		if time.Duration(now-h.yieldingSince.Load()) >= h.maxYield {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(yieldTick):
+		}
+	}
+	h.yieldingSince.Store(0)
+}
+
+// maxYield bounds how long the history waits for the mirrors (yield): long
+// enough for a burst of a few thousand pod changes to pass, and the
+// coverage lags by no more (nor do the exact times a failover loses; they
+// become intervals). yieldTick is how often a waiting worker looks again.
+const (
+	maxYield  = 30 * time.Second
+	yieldTick = 20 * time.Millisecond
+)
 
 // HeldFrom returns when the pod uid's holds on addrs began, from the
 // records: nil when the history is off or knows none of them.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,4 +420,50 @@ func TestHistoryStandbyNotesWhatItSees(t *testing.T) {
 	if h := f.cached("10.244.0.5").Holders[0]; !h.From.Time.Equal(start) || h.StartedBefore != nil {
 		t.Errorf("hold = %+v, want from %v, observed", h, start)
 	}
+}
+
+// TestHistoryYieldsToTheMirrors checks that a worker does not write while
+// the mirrors have work, writes once they are idle, and writes anyway once
+// it has waited maxYield.
+func TestHistoryYieldsToTheMirrors(t *testing.T) {
+	f := newHistoryFixture(t)
+	var busy atomic.Bool
+	busy.Store(true)
+	f.h.mirrorsBusy = busy.Load
+	ctx := t.Context()
+	// processNext returns once it has written: the channel orders what the
+	// test reads after the worker's writes.
+	done := make(chan bool)
+	work := func() { go func() { done <- f.h.processNext(ctx, ctx) }() }
+	finished := func(what string) {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the worker did not finish", what)
+		}
+		if len(f.client.objects) != 1 {
+			t.Fatalf("%s: %d IPHistories written, want 1", what, len(f.client.objects))
+		}
+	}
+
+	f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	work()
+	select {
+	case <-done:
+		t.Fatal("the history wrote while the mirrors had work")
+	case <-time.After(200 * time.Millisecond): // it would have written by now
+	}
+	busy.Store(false)
+	finished("the mirrors idle")
+
+	f.h.maxYield = 100 * time.Millisecond
+	busy.Store(true)
+	f.client.objects = map[string]*IPHistory{}
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "other", "uid-other"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.6"}}
+	}))
+	work()
+	finished("the mirrors busy past maxYield")
 }
