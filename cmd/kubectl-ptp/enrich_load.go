@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	goruntime "runtime"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -283,12 +285,8 @@ func eachItem(r io.Reader, each func(*savedItem)) error {
 		if tok, err := d.Token(); err != nil || tok != json.Delim('[') {
 			return fmt.Errorf("items is not a list (%v)", err)
 		}
-		for d.More() {
-			var it savedItem
-			if err := d.Decode(&it); err != nil {
-				return err
-			}
-			each(&it)
+		if err := decodeItems(d, each); err != nil {
+			return err
 		}
 		if _, err := d.Token(); err != nil {
 			return err
@@ -306,6 +304,71 @@ func eachItem(r io.Reader, each func(*savedItem)) error {
 		each(&it)
 	}
 	return nil
+}
+
+// itemBatch is a run of a list's items: read by one goroutine, decoded by
+// another, handed on in order.
+type itemBatch struct {
+	raw   []json.RawMessage
+	items []savedItem
+	err   error
+	done  chan struct{}
+}
+
+// decodeItems calls each with the items of the list d is in, in order.
+// Decoding an item into its type is most of the work of reading a saved
+// history, and items depend on no other: one goroutine reads them, as
+// many as there are cores decode them, in batches.
+func decodeItems(d *json.Decoder, each func(*savedItem)) error {
+	const batchSize = 64
+	workers := goruntime.GOMAXPROCS(0)
+	work, order := make(chan *itemBatch, workers), make(chan *itemBatch, 2*workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for b := range work {
+				b.items = make([]savedItem, len(b.raw))
+				for i := range b.raw {
+					if b.err = json.Unmarshal(b.raw[i], &b.items[i]); b.err != nil {
+						break
+					}
+				}
+				close(b.done)
+			}
+		})
+	}
+	defer wg.Wait()
+	var readErr error
+	go func() {
+		defer close(work)
+		defer close(order)
+		for d.More() {
+			b := &itemBatch{done: make(chan struct{})}
+			for len(b.raw) < batchSize && d.More() {
+				var raw json.RawMessage
+				if readErr = d.Decode(&raw); readErr != nil {
+					return
+				}
+				b.raw = append(b.raw, raw)
+			}
+			order <- b
+			work <- b
+		}
+	}()
+	var err error
+	for b := range order {
+		<-b.done
+		if err == nil && b.err != nil {
+			err = b.err
+		}
+		for i := 0; err == nil && i < len(b.items); i++ {
+			each(&b.items[i])
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return readErr // read once order was closed
 }
 
 // loadTrail adds the closed holds of trail lines: the controller's JSON

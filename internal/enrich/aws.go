@@ -70,7 +70,8 @@ func isAWSHeader(line []byte) bool {
 
 // aws enriches VPC Flow Logs text records. A header line (there is one
 // per delivered file, and concatenated files repeat it) sets the field
-// order of the records after it.
+// order of the records after it. Text output is written by workers over
+// blocks of records (awsParallel).
 func (e *Enricher) aws(in *lines) error {
 	names := e.opts.Fields
 	if names == nil {
@@ -80,34 +81,50 @@ func (e *Enricher) aws(in *lines) error {
 	if err != nil {
 		return err
 	}
+	if e.opts.Output == "" && e.workers > 1 {
+		return e.awsParallel(in, f)
+	}
 	var pos [][2]int
 	for {
 		line, raw, ok, err := in.next()
 		if err != nil || !ok {
 			return err
 		}
-		// Records of the default format begin with a digit (the version).
-		if len(line) > 0 && line[0] >= 'a' && line[0] <= 'z' && isAWSHeader(line) {
+		if isHeaderLine(line) {
 			if f, err = newAWSFormat(strings.Fields(string(line))); err != nil {
 				return fmt.Errorf("%s:%d: %w", in.name, in.n, err)
 			}
 			continue
 		}
 		e.awsHeader(f)
-		pos = splitSpaces(line, pos[:0])
-		if len(pos) != len(f.names) {
-			e.unparsed(in, raw, fmt.Sprintf("%d fields, the format has %d (%s)", len(pos), len(f.names), f.names[0]+" … "+f.names[len(f.names)-1]))
-			continue
-		}
-		r := awsRecord{line, pos}
-		answers := e.answers(len(f.addrs))
-		if !e.awsAnswers(f, &r, answers) {
-			e.unparsed(in, raw, fmt.Sprintf("start %q or end %q is not Unix seconds", r.field(f.start), r.field(f.end)))
-			continue
-		}
-		e.record(answers)
-		e.writeAWS(f, &r, answers)
+		pos = e.awsLine(in, f, line, raw, pos)
 	}
+}
+
+// isHeaderLine reports whether line is an aws-vpc header line. Records of
+// the default format begin with a digit (the version): most lines are
+// told apart by their first byte.
+func isHeaderLine(line []byte) bool {
+	return len(line) > 0 && line[0] >= 'a' && line[0] <= 'z' && isAWSHeader(line)
+}
+
+// awsLine enriches and writes one record of format f; pos is reused for
+// its fields' bounds.
+func (e *Enricher) awsLine(in *lines, f *awsFormat, line, raw []byte, pos [][2]int) [][2]int {
+	pos = splitSpaces(line, pos[:0])
+	if len(pos) != len(f.names) {
+		e.unparsed(in, raw, fmt.Sprintf("%d fields, the format has %d (%s)", len(pos), len(f.names), f.names[0]+" … "+f.names[len(f.names)-1]))
+		return pos
+	}
+	r := awsRecord{line, pos}
+	answers := e.answers(len(f.addrs))
+	if !e.awsAnswers(f, &r, answers) {
+		e.unparsed(in, raw, fmt.Sprintf("start %q or end %q is not Unix seconds", r.field(f.start), r.field(f.end)))
+		return pos
+	}
+	e.record(answers)
+	e.writeAWS(f, &r, answers)
+	return pos
 }
 
 // awsAnswers looks up every address field of a record; false when its

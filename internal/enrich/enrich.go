@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"time"
 )
 
@@ -58,6 +59,9 @@ type Enricher struct {
 
 	warned   int
 	ans      []Answer
+	// workers enrich blocks of aws-vpc records at once (awsParallel);
+	// block is the size of a block.
+	workers, block int
 	csvNames []string // the header last written, in CSV
 }
 
@@ -66,7 +70,8 @@ const progressEvery = 1 << 16
 // NewEnricher writes enriched records to out, and the records it could not
 // read, by line, to warn.
 func NewEnricher(ix *Index, opts Options, out, warn io.Writer) *Enricher {
-	return &Enricher{ix: ix, opts: opts, out: bufio.NewWriterSize(out, 256<<10), warn: warn}
+	return &Enricher{ix: ix, opts: opts, out: bufio.NewWriterSize(out, 256<<10), warn: warn,
+		workers: runtime.GOMAXPROCS(0), block: 512 << 10}
 }
 
 // Flush writes what is buffered.
@@ -183,9 +188,11 @@ func (e *Enricher) lookup(address []byte, from, to int64, a *Answer) {
 	e.ix.Lookup(address, from-skew, to+skew, a)
 }
 
-// lines reads an input line by line, numbering them.
+// lines reads an input line by line, numbering them: from r, or from data
+// when r is nil (a block of lines a worker enriches).
 type lines struct {
 	r    *bufio.Reader
+	data []byte
 	name string
 	n    int64
 	long []byte
@@ -194,6 +201,19 @@ type lines struct {
 // next returns the next line without its line ending (raw keeps a \r),
 // and false at the end of the input.
 func (l *lines) next() (line, raw []byte, ok bool, err error) {
+	if l.r == nil {
+		if len(l.data) == 0 {
+			return nil, nil, false, nil
+		}
+		b := l.data
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b, l.data = b[:i], b[i+1:]
+		} else {
+			l.data = nil
+		}
+		l.n++
+		return bytes.TrimSuffix(b, []byte{'\r'}), b, true, nil
+	}
 	b, err := l.r.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
 		l.long = append(l.long[:0], b...)

@@ -59,6 +59,9 @@ func FuzzAWS(f *testing.F) {
 		if err := kept(input, out, func(l []byte) bool { return l[0] >= 'a' && l[0] <= 'z' && isAWSHeader(l) }); err != nil {
 			t.Fatal(err)
 		}
+		if err := sameInParallel(t, Options{Format: FormatAWS}, input, 1+len(input)%97); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 

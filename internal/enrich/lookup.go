@@ -153,6 +153,9 @@ func (ix *Index) collect(e *entry, from, to int64, a *Answer) {
 	holds := ix.holds[e.off : e.off+e.n]
 	for i := range holds {
 		k := &holds[i]
+		if k.from > to {
+			break // oldest first: none after it overlaps either
+		}
 		lo, hi := max(from, k.from), min(to, k.to-closeNs)
 		if lo > hi {
 			continue
