@@ -57,12 +57,12 @@ type Enricher struct {
 	// Progress, when set, is called every progressEvery records.
 	Progress func(Stats)
 
-	warned   int
-	ans      []Answer
+	warned int
+	ans    []Answer
 	// workers enrich blocks of aws-vpc records at once (awsParallel);
 	// block is the size of a block.
 	workers, block int
-	csvNames []string // the header last written, in CSV
+	csvNames       []string // the header last written, in CSV
 }
 
 const progressEvery = 1 << 16
