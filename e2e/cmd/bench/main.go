@@ -752,24 +752,35 @@ func latest(a, b time.Time) time.Time {
 // settle waits until the API server's podtoips and iphistories counters
 // stop moving for a second, so a phase's request counts are complete.
 func (b *bench) settle(ctx context.Context, _ counts) (counts, error) {
+	c, _, err := b.settleHistory(ctx)
+	return c, err
+}
+
+// settleHistory is settle, and also returns when the IPHistory requests
+// were first seen at their final count (to the second).
+func (b *bench) settleHistory(ctx context.Context) (counts, time.Time, error) {
 	last, err := b.counts(ctx)
 	if err != nil {
-		return counts{}, err
+		return counts{}, time.Time{}, err
 	}
+	historyDone := time.Now()
 	for {
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return counts{}, ctx.Err()
+			return counts{}, time.Time{}, ctx.Err()
 		case <-t.C:
 		}
 		cur, err := b.counts(ctx)
 		if err != nil {
-			return counts{}, err
+			return counts{}, time.Time{}, err
+		}
+		if !sameCounts(cur.histories, last.histories) {
+			historyDone = time.Now()
 		}
 		if sameCounts(cur.mirrors, last.mirrors) && sameCounts(cur.histories, last.histories) {
-			return cur, nil
+			return cur, historyDone, nil
 		}
 		last = cur
 	}
@@ -898,10 +909,17 @@ func (b *bench) churn(ctx context.Context) error {
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, _ = b.obs.waitFor(waitCtx, func(o *observer) bool { return o.matched == n })
-	after, err := b.settle(ctx, before)
+	after, historyDone, err := b.settleHistory(ctx)
 	if err != nil {
 		return err
 	}
+	var lastAck time.Time
+	for _, c := range changes {
+		if c.acked.After(lastAck) {
+			lastAck = c.acked
+		}
+	}
+	b.res.History.ChurnCaughtUpSeconds = max(0, historyDone.Sub(lastAck).Seconds())
 	server1, err := b.serverCPU()
 	if err != nil {
 		return err

@@ -107,11 +107,15 @@ type Result struct {
 		Bytes   int64 `json:"bytes"`
 		// ClosedAfterSeconds is the time from the last pod deletion's
 		// acknowledgement to every hold closed.
-		ClosedAfterSeconds float64               `json:"closedAfterLastPodDeleteSeconds"`
-		ColdRequests       controlplane.Requests `json:"coldRequests"`
-		RestartRequests    controlplane.Requests `json:"restartRequests"`
-		ChurnRequests      controlplane.Requests `json:"churnRequests"`
-		DeleteRequests     controlplane.Requests `json:"deleteRequests"`
+		ClosedAfterSeconds float64 `json:"closedAfterLastPodDeleteSeconds"`
+		// ChurnCaughtUpSeconds is the time from the churn's last change to
+		// the IPHistory requests' last change (to the second): every
+		// change of the churn written.
+		ChurnCaughtUpSeconds float64               `json:"churnCaughtUpSeconds"`
+		ColdRequests         controlplane.Requests `json:"coldRequests"`
+		RestartRequests      controlplane.Requests `json:"restartRequests"`
+		ChurnRequests        controlplane.Requests `json:"churnRequests"`
+		DeleteRequests       controlplane.Requests `json:"deleteRequests"`
 	} `json:"history"`
 
 	Targets []target `json:"targets"`
@@ -316,6 +320,7 @@ func (r *Result) evaluate() {
 		updates := func(r controlplane.Requests) float64 { return r["PATCH 200"] + r["PUT 200"] }
 		add("IPHistory writes per IP change (the old hold closed, the new one opened)", fmt.Sprintf("%.3f (PATCH or PUT 200: %.0f, POST 201: %.0f)", h.ChurnRequests.Writes()/c, updates(h.ChurnRequests), h.ChurnRequests["POST 201"]),
 			"2", updates(h.ChurnRequests) == c && h.ChurnRequests["POST 201"] == c && h.ChurnRequests.Writes() == 2*c)
+		add("history caught up after the churn's last change", fmt.Sprintf("%.0f s", h.ChurnCaughtUpSeconds), "<= 30 s", h.ChurnCaughtUpSeconds <= 30)
 		add("IPHistory writes per address at deletion (its hold closed)", fmt.Sprintf("%.3f (PATCH or PUT 200: %.0f)", h.DeleteRequests.Writes()/a, updates(h.DeleteRequests)),
 			"1", h.DeleteRequests.Writes() == a && updates(h.DeleteRequests) == a)
 	}
@@ -424,6 +429,7 @@ func (r *Result) print(w io.Writer) {
 		fmt.Fprintf(tw, "history\ttime to all IPHistories (cold)\t%.2f s\n", h.ColdSeconds)
 		fmt.Fprintf(tw, "history\tiphistories requests: cold / restart / churn / delete\t%v / %v / %v / %v\n", h.ColdRequests, h.RestartRequests, h.ChurnRequests, h.DeleteRequests)
 		fmt.Fprintf(tw, "history\tlast hold closed after the last pod delete\t%.3f s\n", h.ClosedAfterSeconds)
+		fmt.Fprintf(tw, "history\tcaught up after the churn's last change\t%.0f s\n", h.ChurnCaughtUpSeconds)
 	}
 	tw.Flush()
 	fmt.Fprintf(tw, "\ntarget\tvalue\tbar\tmet\n")
