@@ -65,21 +65,7 @@ type Client struct {
 // (kubeclient.NewHTTPClient). Writes are attributed to fieldManager unless
 // the caller sets one.
 func NewClient(cfg *rest.Config, httpClient, writeHTTP *http.Client, fieldManager string) (*Client, error) {
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &GroupVersion
-	c.APIPath = "/apis"
-	// Custom resources are served as JSON only.
-	c.ContentType = runtime.ContentTypeJSON
-	c.AcceptContentTypes = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = cacheNegotiator{codecs.WithoutConversion()}
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	rc, err := rest.RESTClientForConfigAndClient(c, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersion, err)
-	}
-	w, err := kubeclient.NewWriter(c, writeHTTP, GroupVersion, Resource, true)
+	rc, w, err := kubeclient.CustomResourceClients(cfg, httpClient, writeHTTP, GroupVersion, Resource, true, cacheNegotiator{codecs.WithoutConversion()})
 	if err != nil {
 		return nil, err
 	}

@@ -66,20 +66,7 @@ type Client struct {
 // through writeHTTP, as the mirrors' client does, attributing its writes
 // to fieldManager.
 func NewClient(cfg *rest.Config, httpClient, writeHTTP *http.Client, fieldManager string) (*Client, error) {
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &GroupVersion
-	c.APIPath = "/apis"
-	c.ContentType = runtime.ContentTypeJSON
-	c.AcceptContentTypes = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = codecs.WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	rc, err := rest.RESTClientForConfigAndClient(c, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("building REST client for %s: %w", GroupVersionResource, err)
-	}
-	w, err := kubeclient.NewWriter(c, writeHTTP, GroupVersion, Resource, false)
+	rc, w, err := kubeclient.CustomResourceClients(cfg, httpClient, writeHTTP, GroupVersion, Resource, false, codecs.WithoutConversion())
 	if err != nil {
 		return nil, err
 	}

@@ -407,3 +407,27 @@ func scanWrittenMeta(body []byte) (metav1.ObjectMeta, bool) {
 	})
 	return out, ok && c.End()
 }
+
+// CustomResourceClients returns the two clients of a custom resource: the
+// REST client of its reads, in JSON (the only encoding custom resources
+// are served in) decoded by ns, through httpClient; and the Writer of its
+// writes, through writeHTTP.
+func CustomResourceClients(cfg *rest.Config, httpClient, writeHTTP *http.Client, gv schema.GroupVersion, resource string, namespaced bool,
+	ns runtime.NegotiatedSerializer) (rest.Interface, *Writer, error) {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion, c.APIPath = &gv, "/apis"
+	c.ContentType, c.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+	c.NegotiatedSerializer = ns
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientForConfigAndClient(c, httpClient)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building REST client for %s: %w", gv.WithResource(resource), err)
+	}
+	w, err := NewWriter(c, writeHTTP, gv, resource, namespaced)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rc, w, nil
+}
