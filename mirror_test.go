@@ -20,6 +20,7 @@ import (
 
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/podinfo"
+	"example.com/podtoip-controller/internal/podinfo/podinfotest"
 )
 
 // The tests describe pods as users see them; these adapters slim them the
@@ -71,21 +72,8 @@ func (s podStore) Delete(p *corev1.Pod) error {
 	return s.Indexer.Delete(info)
 }
 
-func testPod(mut ...func(*corev1.Pod)) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "uid-1", ResourceVersion: "10"},
-		Spec:       corev1.PodSpec{NodeName: "node-1"},
-		Status: corev1.PodStatus{
-			Phase:  corev1.PodRunning,
-			PodIP:  "10.244.0.5",
-			PodIPs: []corev1.PodIP{{IP: "10.244.0.5"}, {IP: "fd00::5"}},
-		},
-	}
-	for _, m := range mut {
-		m(p)
-	}
-	return p
-}
+// testPod is a running dual-stack pod, changed by mut.
+var testPod = podinfotest.Pod
 
 func TestWantsMirror(t *testing.T) {
 	now := metav1.Now()

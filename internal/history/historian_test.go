@@ -21,6 +21,7 @@ import (
 	"example.com/podtoip-controller/internal/addr"
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/podinfo"
+	"example.com/podtoip-controller/internal/podinfo/podinfotest"
 )
 
 // fakeHistories is an API server of IPHistories for the Historian's unit
@@ -153,21 +154,7 @@ func (f *fakeHistories) SaveCoverage(_ context.Context, c *IPHistoryCoverage) (*
 const managedBy = "app.kubernetes.io/managed-by"
 
 // testPod is a running dual-stack pod, changed by mut.
-func testPod(mut ...func(*corev1.Pod)) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "uid-1", ResourceVersion: "10"},
-		Spec:       corev1.PodSpec{NodeName: "node-1"},
-		Status: corev1.PodStatus{
-			Phase:  corev1.PodRunning,
-			PodIP:  "10.244.0.5",
-			PodIPs: []corev1.PodIP{{IP: "10.244.0.5"}, {IP: "fd00::5"}},
-		},
-	}
-	for _, m := range mut {
-		m(p)
-	}
-	return p
-}
+var testPod = podinfotest.Pod
 
 // held is the controller's rule (heldAddresses) for the pods of these
 // tests: the canonical addresses of a pod that has one, has not finished

@@ -8,23 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"example.com/podtoip-controller/internal/podinfo/podinfotest"
 )
 
-func testPod(mut ...func(*corev1.Pod)) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "uid-1", ResourceVersion: "10"},
-		Spec:       corev1.PodSpec{NodeName: "node-1"},
-		Status: corev1.PodStatus{
-			Phase:  corev1.PodRunning,
-			PodIP:  "10.244.0.5",
-			PodIPs: []corev1.PodIP{{IP: "10.244.0.5"}, {IP: "fd00::5"}},
-		},
-	}
-	for _, m := range mut {
-		m(p)
-	}
-	return p
-}
+// testPod is a running dual-stack pod, changed by mut.
+var testPod = podinfotest.Pod
 
 // TestSlimKeepsWhatTheControllerReads checks the record the pod
 // informer's transform makes: the fields the mirror, the conflict
