@@ -307,68 +307,78 @@ func eachItem(r io.Reader, each func(*savedItem)) error {
 }
 
 // itemBatch is a run of a list's items: read by one goroutine, decoded by
-// another, handed on in order.
+// another, handed on in order. The first item that cannot be read
+// (readErr) or decoded (err) ends it: items holds those before it.
 type itemBatch struct {
-	raw   []json.RawMessage
-	items []savedItem
-	err   error
-	done  chan struct{}
+	raw          []json.RawMessage
+	items        []savedItem
+	readErr, err error
+	done         chan struct{}
 }
 
-// decodeItems calls each with the items of the list d is in, in order.
-// Decoding an item into its type is most of the work of reading a saved
-// history, and items depend on no other: one goroutine reads them, as
-// many as there are cores decode them, in batches.
+// decodeItems calls each with the items of the list d is in, in order,
+// up to the first that cannot be read. Decoding an item into its type is
+// most of the work of reading a saved history, and items depend on no
+// other: one goroutine reads them, as many as there are cores decode
+// them, in batches.
 func decodeItems(d *json.Decoder, each func(*savedItem)) error {
 	const batchSize = 64
 	workers := goruntime.GOMAXPROCS(0)
 	work, order := make(chan *itemBatch, workers), make(chan *itemBatch, 2*workers)
+	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for b := range work {
-				b.items = make([]savedItem, len(b.raw))
+				b.items = make([]savedItem, 0, len(b.raw))
 				for i := range b.raw {
-					if b.err = json.Unmarshal(b.raw[i], &b.items[i]); b.err != nil {
+					var it savedItem
+					if b.err = json.Unmarshal(b.raw[i], &it); b.err != nil {
 						break
 					}
+					b.items = append(b.items, it)
 				}
 				close(b.done)
 			}
 		})
 	}
 	defer wg.Wait()
-	var readErr error
 	go func() {
 		defer close(work)
 		defer close(order)
 		for d.More() {
 			b := &itemBatch{done: make(chan struct{})}
-			for len(b.raw) < batchSize && d.More() {
+			for len(b.raw) < batchSize && d.More() && b.readErr == nil {
 				var raw json.RawMessage
-				if readErr = d.Decode(&raw); readErr != nil {
-					return
+				if b.readErr = d.Decode(&raw); b.readErr == nil {
+					b.raw = append(b.raw, raw)
 				}
-				b.raw = append(b.raw, raw)
 			}
-			order <- b
+			select {
+			case order <- b:
+			case <-stop:
+				return
+			}
 			work <- b
+			if b.readErr != nil {
+				return
+			}
 		}
 	}()
-	var err error
+	defer close(stop)
 	for b := range order {
 		<-b.done
-		if err == nil && b.err != nil {
-			err = b.err
-		}
-		for i := 0; err == nil && i < len(b.items); i++ {
+		for i := range b.items {
 			each(&b.items[i])
 		}
+		if b.err != nil {
+			return b.err
+		}
+		if b.readErr != nil {
+			return b.readErr
+		}
 	}
-	if err != nil {
-		return err
-	}
-	return readErr // read once order was closed
+	return nil
 }
 
 // loadTrail adds the closed holds of trail lines: the controller's JSON

@@ -130,3 +130,34 @@ func runPtpInput(t *testing.T, input string, args ...string) (stdout, stderr str
 	code = run(t.Context(), args, streams, func() time.Time { return testNow })
 	return out.String(), errOut.String(), code
 }
+
+// TestEnrichHistoryFileNamesTheBadItem: an item that cannot be decoded, or
+// read, is named by its place in the list, however the items are split
+// among the decoders.
+func TestEnrichHistoryFileNamesTheBadItem(t *testing.T) {
+	item := func(i int) string {
+		return fmt.Sprintf(`{"kind":"IPHistory","metadata":{"name":"10.244.0.%d"},"address":"10.244.0.%d","holders":[]}`, i, i)
+	}
+	for _, tc := range []struct {
+		name, bad string
+		want      string
+	}{
+		{"undecodable", `{"kind":"IPHistory","holders":5}`, "item 70: json: cannot unmarshal"},
+		{"unreadable", `{"kind":"IPHistory",`, "item 70: "},
+	} {
+		var items []string
+		for i := 1; i <= 100; i++ {
+			items = append(items, item(i))
+		}
+		items[69] = tc.bad
+		saved := `{"apiVersion":"v1","kind":"List","items":[` + strings.Join(items, ",") + `]}`
+		if tc.name == "unreadable" {
+			saved = `{"apiVersion":"v1","kind":"List","items":[` + strings.Join(items[:70], ",")
+		}
+		hist := writeFile(t, "history.json", saved)
+		_, errOut, code := runPtpInput(t, "", "enrich", "--history-file", hist)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want %q", tc.name, code, errOut, tc.want)
+		}
+	}
+}

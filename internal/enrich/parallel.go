@@ -62,7 +62,9 @@ func (e *Enricher) awsParallel(in *lines, f *awsFormat) error {
 func (e *Enricher) cut(in *lines, f *awsFormat, send func(*awsJob)) error {
 	var carry []byte
 	for {
-		buf := make([]byte, len(carry), len(carry)+e.block)
+		// A line longer than a block is carried into a buffer twice as
+		// large each time: read once, copied a few times.
+		buf := make([]byte, len(carry), len(carry)+max(e.block, len(carry)))
 		copy(buf, carry)
 		n, err := io.ReadFull(in.r, buf[len(carry):cap(buf)])
 		buf = buf[:len(carry)+n]

@@ -78,11 +78,12 @@ type Historian struct {
 	listed func() bool
 	// noted counts standby notes, to prune the old ones now and then.
 	noted int
-	// mirrorsBusy reports whether the mirrors have work; yieldingSince is
-	// when the workers began to yield to it (Unix nanoseconds, 0: not).
-	mirrorsBusy   func() bool
-	yieldingSince atomic.Int64
-	maxYield      time.Duration
+	// mirrorsBusy reports whether the mirrors have work. busySince is
+	// when the workers first found them busy in the current stretch, and
+	// busySeen when one last did (Unix nanoseconds): see yield.
+	mirrorsBusy         func() bool
+	busySince, busySeen atomic.Int64
+	maxYield            time.Duration
 
 	mu sync.Mutex
 	// records maps an IPHistory's name to what was last written to it,
@@ -516,7 +517,9 @@ func (h *Historian) activate() {
 				queue(address)
 			}
 		}
-		if h.expired(r) {
+		// An overflow that lasts ends once no holder in scope lacks a
+		// hold, which may have come about while no leader saw.
+		if o := r.Overflow; h.expired(r) || o != nil && o.To == nil && (h.namespace == "" || h.namespace == o.Namespace) {
 			h.queue.Add(address)
 		}
 	}
@@ -559,7 +562,8 @@ func (h *Historian) holding(addr string) []*podinfo.Pod {
 	return out
 }
 
-// expired reports whether r has a closed hold past the retention window.
+// expired reports whether r has a closed hold, or an overflow that ended,
+// past the retention window.
 func (h *Historian) expired(r Record) bool {
 	before := h.now().Add(-h.retention).Unix()
 	for _, hold := range r.Holds {
@@ -567,7 +571,7 @@ func (h *Historian) expired(r Record) bool {
 			return true
 		}
 	}
-	return false
+	return r.Overflow != nil && r.Overflow.To != nil && r.Overflow.To.Unix() < before
 }
 
 // expireEvery queues, every period, the addresses with holds past the
@@ -611,7 +615,9 @@ func (h *Historian) processNext(stop, workCtx context.Context) bool {
 	if stop.Err() != nil {
 		return true // shutting down: the next leader reconciles it
 	}
-	h.yield(stop)
+	if h.yield(stop); stop.Err() != nil {
+		return true
+	}
 	ctx, cancel := context.WithTimeout(workCtx, kubeclient.SyncTimeout)
 	defer cancel()
 	logger := klog.LoggerWithValues(klog.FromContext(stop), "address", addr)
@@ -631,17 +637,20 @@ func (h *Historian) processNext(stop, workCtx context.Context) bool {
 // the API server and etcd, on the same cores, then answer the mirrors'
 // writes ("who has X now") first; the history loses nothing by waiting,
 // as a hold records when its change was seen, not when it is written. It
-// waits at most maxYield from the start of a busy stretch, then runs
-// beside the mirrors until they are idle again: under steady churn the
-// history must keep up, and its coverage be proven.
+// waits at most maxYield from the start of a busy stretch (the first time
+// a worker found the mirrors busy after none had for two ticks), then
+// runs beside them until the stretch ends: under steady churn the history
+// must keep up, and its coverage be proven.
 func (h *Historian) yield(ctx context.Context) {
 	if h.mirrorsBusy == nil {
 		return
 	}
 	for h.mirrorsBusy() {
 		now := time.Now().UnixNano()
-		h.yieldingSince.CompareAndSwap(0, now)
-		if time.Duration(now-h.yieldingSince.Load()) >= h.maxYield {
+		if last := h.busySeen.Swap(now); now-last > int64(2*yieldTick) {
+			h.busySince.Store(now) // a new stretch
+		}
+		if time.Duration(now-h.busySince.Load()) >= h.maxYield {
 			return
 		}
 		select {
@@ -650,7 +659,6 @@ func (h *Historian) yield(ctx context.Context) {
 		case <-time.After(yieldTick):
 		}
 	}
-	h.yieldingSince.Store(0)
 }
 
 // maxYield bounds how long the history waits for the mirrors (yield): long

@@ -101,37 +101,44 @@ func Close(h *IPHistory, podUID types.UID, at time.Time, endedAfter *time.Time) 
 	return true
 }
 
-// Overflowed records that pods hold the address without a hold, the
-// earliest of them from from, and reports whether h changed: Overflow
-// takes in from and lasts. A writer calls it for every reconcile at which
-// Open refused a holder, and EndOverflow at the first at which it did not.
-func Overflowed(h *IPHistory, from time.Time) bool {
+// Overflowed records that pods of namespace ("" for a writer of all
+// namespaces) hold the address without a hold, the earliest of them from
+// from, and reports whether h changed: Overflow takes in from and lasts.
+// A writer calls it for every reconcile at which Open refused a holder,
+// and EndOverflow at the first at which it did not.
+func Overflowed(h *IPHistory, from time.Time, namespace string) bool {
 	f := floor(from)
+	o := h.Overflow
 	switch {
-	case h.Overflow == nil:
-		h.Overflow = &Overflow{From: f}
-	case h.Overflow.To == nil && !f.Before(&h.Overflow.From):
+	case o == nil:
+		h.Overflow = &Overflow{From: f, Namespace: namespace}
+		return true
+	case o.To != nil:
+		o.To, o.Namespace = nil, namespace // reopened: widened over the time between
+	case !f.Before(&o.From) && o.Namespace == namespace:
 		return false
-	default:
-		if f.Before(&h.Overflow.From) {
-			h.Overflow.From = f
-		}
-		h.Overflow.To = nil
+	case o.Namespace != namespace:
+		o.Namespace = "" // another scope's pods too: only a writer of all namespaces sees every one
+	}
+	if f.Before(&o.From) {
+		o.From = f
 	}
 	return true
 }
 
-// EndOverflow records that every holder has a hold again at at (rounded
-// up), and reports whether h changed.
-func EndOverflow(h *IPHistory, at time.Time) bool {
-	if h.Overflow == nil || h.Overflow.To != nil {
+// EndOverflow records that every holder namespace's writer sees ("" for
+// all) has a hold again at at (rounded up), and reports whether h changed.
+// An overflow of another namespace's pods is not its to end.
+func EndOverflow(h *IPHistory, at time.Time, namespace string) bool {
+	o := h.Overflow
+	if o == nil || o.To != nil || namespace != "" && namespace != o.Namespace {
 		return false
 	}
 	to := ceil(at)
-	if to.Before(&h.Overflow.From) {
-		to = h.Overflow.From
+	if to.Before(&o.From) {
+		to = o.From
 	}
-	h.Overflow.To = &to
+	o.To = &to
 	return true
 }
 

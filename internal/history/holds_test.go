@@ -381,3 +381,29 @@ func FuzzOperations(f *testing.F) {
 		}
 	})
 }
+
+// TestOverflowScope: an overflow recorded by a controller of one
+// namespace is ended by it or by one of all namespaces, never by another
+// namespace's; one that two namespaces' controllers recorded is ended by
+// one of all namespaces only.
+func TestOverflowScope(t *testing.T) {
+	base := at("10:00")
+	h := history()
+	if !Overflowed(h, base, "a") || EndOverflow(h, base.Add(time.Minute), "b") || h.Overflow.To != nil {
+		t.Fatalf("namespace b ended namespace a's overflow: %+v", h.Overflow)
+	}
+	if !EndOverflow(h, base.Add(time.Minute), "a") || h.Overflow.To == nil {
+		t.Fatalf("namespace a did not end its own overflow: %+v", h.Overflow)
+	}
+	Overflowed(h, base.Add(2*time.Minute), "a")
+	if h.Overflow.To != nil || !h.Overflow.From.Time.Equal(base) || h.Overflow.Namespace != "a" {
+		t.Fatalf("reopened: %+v, want from %v, lasting, namespace a", h.Overflow, base)
+	}
+	Overflowed(h, base.Add(3*time.Minute), "b")
+	if h.Overflow.Namespace != "" || EndOverflow(h, base.Add(4*time.Minute), "a") || EndOverflow(h, base.Add(4*time.Minute), "b") {
+		t.Fatalf("two namespaces' overflow: %+v, want it kept for a controller of all namespaces", h.Overflow)
+	}
+	if !EndOverflow(h, base.Add(4*time.Minute), "") {
+		t.Fatalf("a controller of all namespaces did not end it: %+v", h.Overflow)
+	}
+}

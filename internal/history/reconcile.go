@@ -50,7 +50,7 @@ func (h *Historian) sync(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	if refused > 0 && (have == nil || have.Overflow == nil || have.Overflow.To != nil) {
+	if refused > 0 && (have == nil || have.Overflow == nil || have.Overflow.To != nil) && want.Overflow != nil && want.Overflow.To == nil {
 		klog.FromContext(ctx).Info("More pods hold the address than an IPHistory keeps open holds for: answers are marked incomplete until they have one",
 			"iphistory", name, "address", addr, "withoutHold", refused, "maxHolds", MaxHolds)
 	}
@@ -127,24 +127,43 @@ func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]see
 	// The earliest holders get the holds, so that an overflow starts as
 	// late as it can.
 	slices.SortStableFunc(holders, func(a, b Hold) int { return a.From.Compare(b.From.Time) })
-	var overflowFrom time.Time
+	var from overflowStart
 	for _, hold := range holders {
 		if Open(o, hold) {
 			changed = true
 		} else if _, open := HoldOf(o, hold.PodUID); !open {
-			if refused++; refused == 1 || hold.From.Time.Before(overflowFrom) {
-				overflowFrom = hold.From.Time
-			}
+			refused++
+			from.take(hold.From.Time)
 		}
 	}
-	if refused > 0 {
-		changed = Overflowed(o, overflowFrom) || changed
-	} else {
-		changed = EndOverflow(o, now) || changed
+	var brief overflowStart
+	changed = h.addBrief(o, seen, &brief) || changed
+	switch {
+	case refused > 0: // lasts while they hold the address
+		changed = Overflowed(o, from.at, h.namespace) || changed
+	case brief.set: // over: from the first brief hold refused to now
+		changed = Overflowed(o, brief.at, h.namespace) || changed
+		fallthrough
+	default:
+		changed = EndOverflow(o, now, h.namespace) || changed
 	}
-	changed = h.addBrief(o, seen) || changed
 	pruned, _ := Prune(o, now.Add(-h.retention))
-	return changed || pruned, refused
+	return changed || pruned, refused + brief.n
+}
+
+// overflowStart is the earliest start of the holds Open refused, and how
+// many it refused.
+type overflowStart struct {
+	at  time.Time
+	n   int
+	set bool
+}
+
+func (s *overflowStart) take(t time.Time) {
+	if !s.set || t.Before(s.at) {
+		s.at, s.set = t, true
+	}
+	s.n++
 }
 
 // endedAfter returns the earliest time the end seen in s can have
@@ -164,8 +183,9 @@ func endedAfter(s seenAt) *time.Time {
 // addBrief records the holds that started and ended between two reconciles
 // of the address (a Job's pod that finished within a moment, an address
 // passed on at once): seen both starting and ending, and in no hold of o
-// yet (a pod holding it now has just been given one).
-func (h *Historian) addBrief(o *IPHistory, seen map[slim.UID]seenAt) bool {
+// yet (a pod holding it now has just been given one). Those that find
+// MaxHolds open are counted in refused.
+func (h *Historian) addBrief(o *IPHistory, seen map[slim.UID]seenAt, refused *overflowStart) bool {
 	changed := false
 	for uid, s := range seen {
 		id := uid.UID()
@@ -178,7 +198,11 @@ func (h *Historian) addBrief(o *IPHistory, seen map[slim.UID]seenAt) bool {
 			before := hold.From
 			hold.From, hold.StartedBefore = metav1.NewTime(s.startAfter), &before
 		}
-		if Open(o, hold) && Close(o, id, s.end, endedAfter(s)) {
+		if !Open(o, hold) {
+			refused.take(hold.From.Time)
+			continue
+		}
+		if Close(o, id, s.end, endedAfter(s)) {
 			changed = true
 		}
 	}

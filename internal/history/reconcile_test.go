@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -413,5 +414,87 @@ func TestHistoryOverflowMarksAnswersIncomplete(t *testing.T) {
 	f.sync(addr)
 	if o = f.cached(addr); o.Overflow != nil || o.RecordedFrom == nil || o.RecordedFrom.Time.Before(to) {
 		t.Errorf("after the retention: overflow %+v, recordedFrom %v; want none, and recordedFrom at or after %v", o.Overflow, o.RecordedFrom, to)
+	}
+}
+
+// TestHistoryOverflowOfABriefHold checks a pod that took an address held
+// by MaxHolds pods and let go of it before the address's reconcile: it
+// gets no hold, and the overflow covers it, from its start to the
+// reconcile, ended there (no pod is left without a hold).
+func TestHistoryOverflowOfABriefHold(t *testing.T) {
+	const addr = "10.244.0.5"
+	f := newHistoryFixture(t)
+	for i := range MaxHolds {
+		f.onPodAdd(testPod(func(p *corev1.Pod) {
+			p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+			p.Status.PodIPs = []corev1.PodIP{{IP: addr}}
+		}))
+	}
+	f.sync(addr)
+	f.now = f.now.Add(time.Minute)
+	briefStart := f.now
+	brief := f.onPodAdd(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID = "brief", "uid-brief"
+		p.Status.PodIPs = []corev1.PodIP{{IP: addr}}
+	}))
+	f.now = f.now.Add(2 * time.Second)
+	f.onPodDelete(brief)
+	f.now = f.now.Add(time.Second)
+	f.sync(addr)
+	o := f.cached(addr)
+	if o.Overflow == nil || o.Overflow.From.Time.After(briefStart) || o.Overflow.To == nil || o.Overflow.To.Time.Before(f.now) {
+		t.Fatalf("overflow = %+v, want one from %v (or earlier) ended at %v", o.Overflow, briefStart, f.now)
+	}
+	if a := WhoHad(o, Query{At: briefStart.Add(time.Second), Now: f.now}); a.Gap != GapOverflow && a.Covered {
+		t.Errorf("while the brief pod held it: covered, %d holders", len(a.Matches))
+	}
+}
+
+// TestHistoryActivationEndsAnOverflow checks a new leader finding an
+// overflow that lasts: the address is queued, and ended once no holder in
+// scope lacks a hold (the pod without one went while no leader saw).
+func TestHistoryActivationEndsAnOverflow(t *testing.T) {
+	const addr = "10.244.0.5"
+	f := newHistoryFixture(t)
+	f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: addr}} }))
+	f.sync(addr)
+	name, _ := Name(addr)
+	o := f.client.objects[name]
+	o.Overflow = &Overflow{From: metav1.NewTime(f.now.Add(-time.Hour))}
+	f.h.setRecord(name, RecordOf(o), true)
+	f.h.activate()
+	if !slices.Contains(queued(f.h), addr) {
+		t.Fatalf("an overflow that lasts was not queued; queued %v", queued(f.h))
+	}
+	f.sync(addr)
+	if o := f.cached(addr); o.Overflow == nil || o.Overflow.To == nil {
+		t.Errorf("overflow = %+v, want it ended", o.Overflow)
+	}
+}
+
+// queued drains h's queue and returns what was in it.
+func queued(h *Historian) []string {
+	var out []string
+	for h.queue.Len() > 0 {
+		k, _ := h.queue.Get()
+		h.queue.Done(k)
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestHistoryExpiresAnEndedOverflow: an object whose holds were pruned
+// but whose overflow ended later still expires once that is past the
+// retention window, and is then deleted.
+func TestHistoryExpiresAnEndedOverflow(t *testing.T) {
+	f := newHistoryFixture(t)
+	to := metav1.NewTime(f.now.Add(-f.h.retention - time.Minute))
+	r := Record{Overflow: &Overflow{From: metav1.NewTime(to.Add(-time.Hour)), To: &to}}
+	if !f.h.expired(r) {
+		t.Errorf("an overflow that ended %v before the retention window is not expired", time.Minute)
+	}
+	r.Overflow.To = &metav1.Time{Time: f.now}
+	if f.h.expired(r) {
+		t.Error("an overflow that ended now is expired")
 	}
 }

@@ -165,7 +165,7 @@ func Patch(before, after *IPHistory) ([]byte, bool) {
 }
 
 func equalOverflow(a, b *Overflow) bool {
-	return a == nil && b == nil || a != nil && b != nil && a.From.Equal(&b.From) && a.To.Equal(b.To)
+	return a == nil && b == nil || a != nil && b != nil && a.From.Equal(&b.From) && a.To.Equal(b.To) && a.Namespace == b.Namespace
 }
 
 // keys returns the keys of h's holds, and false if two holds share one.

@@ -138,8 +138,8 @@ func apply(o *IPHistory, op byte, pod types.UID, when byte, minute func(byte) ti
 	case 3:
 		Bound(o)
 	case 4:
-		Overflowed(o, minute(when))
+		Overflowed(o, minute(when), []string{"", "a", "b"}[int(pod[0])%3])
 	case 5:
-		EndOverflow(o, minute(when))
+		EndOverflow(o, minute(when), []string{"", "a", "b"}[int(pod[0])%3])
 	}
 }

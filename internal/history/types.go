@@ -134,6 +134,11 @@ type Overflow struct {
 	// To is when every holder had a hold again; unset while some have
 	// none.
 	To *metav1.Time `json:"to,omitempty"`
+	// Namespace is the namespace of the pods without a hold, as a
+	// controller limited to it (--namespace) recorded them; empty when a
+	// controller of all namespaces did, or controllers of several. Only a
+	// controller that sees those pods may end it.
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // IPHistoryList is a list of IPHistory objects, as returned by list calls.

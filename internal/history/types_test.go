@@ -32,7 +32,7 @@ func largest() *IPHistory {
 	h.ResourceVersion = "18446744073709551615"
 	h.CreationTimestamp = metav1.Now()
 	fields := []byte(`{"f:address":{},"f:dropped":{},"f:holder":{},"f:holders":{},"f:holds":{},` +
-		`"f:metadata":{"f:labels":{".":{},"f:app.kubernetes.io/managed-by":{}}},"f:overflow":{"f:from":{},"f:to":{}},"f:recordedFrom":{},"f:since":{}}`)
+		`"f:metadata":{"f:labels":{".":{},"f:app.kubernetes.io/managed-by":{}}},"f:overflow":{"f:from":{},"f:namespace":{},"f:to":{}},"f:recordedFrom":{},"f:since":{}}`)
 	h.ManagedFields = []metav1.ManagedFieldsEntry{{
 		Manager: "podtoip-controller", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "example.com/v1",
 		Time: &h.CreationTimestamp, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fields},
@@ -51,7 +51,7 @@ func largest() *IPHistory {
 		})
 	}
 	h.Dropped, h.RecordedFrom, h.Since, h.Holds = 1<<31-1, &t, &t, MaxHolds
-	h.Overflow = &Overflow{From: t, To: &t}
+	h.Overflow = &Overflow{From: t, To: &t, Namespace: strings.Repeat("n", MaxNamespaceLength)}
 	holder := strings.Repeat("n", MaxNamespaceLength) + "/" + strings.Repeat("p", MaxPodLength)
 	h.Holder = strings.Repeat(holder+HolderSeparator, MaxHolds-1) + holder
 	return h
