@@ -94,10 +94,11 @@ type Controller struct {
 	active atomic.Bool
 	// unqueued counts the keys listed at start not queued yet (queueAll).
 	unqueued atomic.Int64
-	// working counts the keys being reconciled, and lastWork is when one
-	// last finished (Unix nanoseconds): see mirrorsBusy.
-	working  atomic.Int32
-	lastWork atomic.Int64
+	// working counts the keys being reconciled, lastWork is when one last
+	// finished and busySince when the current busy stretch began (Unix
+	// nanoseconds): see mirrorsBusy.
+	working             atomic.Int32
+	lastWork, busySince atomic.Int64
 
 	// foreign remembers the unmanaged PodToIps already reported (see
 	// reportForeign); invalid the pods, by UID, already reported for an
@@ -480,6 +481,9 @@ func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 	if shutdown {
 		return false
 	}
+	if now := time.Now().UnixNano(); now-c.lastWork.Load() > int64(mirrorsQuiet) {
+		c.busySince.Store(now) // after a quiet spell: a new busy stretch
+	}
 	c.working.Add(1)
 	defer func() {
 		c.queue.Done(key)
@@ -504,10 +508,12 @@ func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 
 // mirrorsBusy reports whether the mirrors have work: keys queued or being
 // reconciled, or one finished within mirrorsQuiet (the next change of a
-// burst is likely on its way). The history yields to it.
-func (c *Controller) mirrorsBusy() bool {
-	return c.queue.Len() > 0 || c.working.Load() > 0 ||
+// burst is likely on its way); and since when they have had, without a
+// quiet spell. The history yields to it.
+func (c *Controller) mirrorsBusy() (bool, time.Time) {
+	busy := c.queue.Len() > 0 || c.working.Load() > 0 ||
 		time.Duration(time.Now().UnixNano()-c.lastWork.Load()) < mirrorsQuiet
+	return busy, time.Unix(0, c.busySince.Load())
 }
 
 // mirrorsQuiet is how long the mirrors must have been idle for the history

@@ -78,12 +78,10 @@ type Historian struct {
 	listed func() bool
 	// noted counts standby notes, to prune the old ones now and then.
 	noted int
-	// mirrorsBusy reports whether the mirrors have work. busySince is
-	// when the workers first found them busy in the current stretch, and
-	// busySeen when one last did (Unix nanoseconds): see yield.
-	mirrorsBusy         func() bool
-	busySince, busySeen atomic.Int64
-	maxYield            time.Duration
+	// mirrorsBusy reports whether the mirrors have work, and since when:
+	// see yield.
+	mirrorsBusy func() (bool, time.Time)
+	maxYield    time.Duration
 
 	mu sync.Mutex
 	// records maps an IPHistory's name to what was last written to it,
@@ -174,8 +172,9 @@ type Pods struct {
 	// initial list.
 	Listed func() bool
 	// MirrorsBusy reports whether the mirrors have work queued or under
-	// way (nil: never): the history yields to them (see yield).
-	MirrorsBusy func() bool
+	// way, and since when without a quiet spell (nil: never busy): the
+	// history yields to them (see yield).
+	MirrorsBusy func() (bool, time.Time)
 }
 
 // NewHistorian builds the history's writer of cfg on pods; Run starts it.
@@ -637,20 +636,16 @@ func (h *Historian) processNext(stop, workCtx context.Context) bool {
 // the API server and etcd, on the same cores, then answer the mirrors'
 // writes ("who has X now") first; the history loses nothing by waiting,
 // as a hold records when its change was seen, not when it is written. It
-// waits at most maxYield from the start of a busy stretch (the first time
-// a worker found the mirrors busy after none had for two ticks), then
+// waits until maxYield after the start of the mirrors' busy stretch, then
 // runs beside them until the stretch ends: under steady churn the history
 // must keep up, and its coverage be proven.
 func (h *Historian) yield(ctx context.Context) {
 	if h.mirrorsBusy == nil {
 		return
 	}
-	for h.mirrorsBusy() {
-		now := time.Now().UnixNano()
-		if last := h.busySeen.Swap(now); now-last > int64(2*yieldTick) {
-			h.busySince.Store(now) // a new stretch
-		}
-		if time.Duration(now-h.busySince.Load()) >= h.maxYield {
+	for {
+		busy, since := h.mirrorsBusy()
+		if !busy || time.Since(since) >= h.maxYield {
 			return
 		}
 		select {

@@ -416,7 +416,9 @@ func TestHistoryYieldsToTheMirrors(t *testing.T) {
 	f := newHistoryFixture(t)
 	var busy atomic.Bool
 	busy.Store(true)
-	f.h.mirrorsBusy = busy.Load
+	var since atomic.Int64
+	since.Store(time.Now().UnixNano())
+	f.h.mirrorsBusy = func() (bool, time.Time) { return busy.Load(), time.Unix(0, since.Load()) }
 	ctx := t.Context()
 	// processNext returns once it has written: the channel orders what the
 	// test reads after the worker's writes.
@@ -446,6 +448,7 @@ func TestHistoryYieldsToTheMirrors(t *testing.T) {
 
 	f.h.maxYield = 100 * time.Millisecond
 	busy.Store(true)
+	since.Store(time.Now().UnixNano())
 	f.client.objects = map[string]*IPHistory{}
 	f.onPodAdd(testPod(func(p *corev1.Pod) {
 		p.Name, p.UID = "other", "uid-other"
