@@ -60,8 +60,9 @@ type Enricher struct {
 	warned int
 	ans    []Answer
 	// workers enrich blocks of aws-vpc records at once (awsParallel);
-	// block is the size of a block.
+	// block is the size of a block; pos is a worker's fields' bounds.
 	workers, block int
+	pos            [][2]int
 	csvNames       []string // the header last written, in CSV
 }
 
@@ -71,7 +72,7 @@ const progressEvery = 1 << 16
 // read, by line, to warn.
 func NewEnricher(ix *Index, opts Options, out, warn io.Writer) *Enricher {
 	return &Enricher{ix: ix, opts: opts, out: bufio.NewWriterSize(out, 256<<10), warn: warn,
-		workers: runtime.GOMAXPROCS(0), block: 512 << 10}
+		workers: runtime.GOMAXPROCS(0), block: 128 << 10}
 }
 
 // Flush writes what is buffered.

@@ -8,19 +8,53 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // awsJob is a block of aws-vpc records of one format, and what a worker
 // made of it.
 type awsJob struct {
 	f     *awsFormat
+	blk   *block // data's
 	data  []byte
 	first int64 // the number of its first line
 	done  chan struct{}
 
-	out   bytes.Buffer
+	out   *bytes.Buffer
 	warn  bytes.Buffer
 	stats Stats
+}
+
+// block is a buffer of input lines, shared by the jobs cut from it (one
+// a format), and reused once the last is written: the records are
+// streamed without garbage, so the memory they take does not grow with
+// their number.
+type block struct {
+	buf  []byte
+	refs atomic.Int32
+}
+
+var (
+	blocks  sync.Pool // of *block
+	outputs sync.Pool // of *bytes.Buffer
+)
+
+// newBlock returns a block with room for n bytes, one reference taken.
+func newBlock(n int) *block {
+	b, _ := blocks.Get().(*block)
+	if b == nil || cap(b.buf) < n {
+		b = &block{buf: make([]byte, 0, n)}
+	}
+	b.buf = b.buf[:0]
+	b.refs.Store(1)
+	return b
+}
+
+// release lets go of a reference to b, reused once none is left.
+func (b *block) release() {
+	if b.refs.Add(-1) == 0 {
+		blocks.Put(b)
+	}
 }
 
 // awsParallel enriches aws-vpc records in text output with e.workers
@@ -34,8 +68,9 @@ func (e *Enricher) awsParallel(in *lines, f *awsFormat) error {
 	var wg sync.WaitGroup
 	for range e.workers {
 		wg.Go(func() {
+			w := &Enricher{ix: e.ix, opts: e.opts, out: bufio.NewWriterSize(nil, 64<<10)}
 			for j := range jobs {
-				e.enrichJob(in.name, j)
+				w.enrichJob(in.name, j)
 				close(j.done)
 			}
 		})
@@ -64,8 +99,8 @@ func (e *Enricher) cut(in *lines, f *awsFormat, send func(*awsJob)) error {
 	for {
 		// A line longer than a block is carried into a buffer twice as
 		// large each time: read once, copied a few times.
-		buf := make([]byte, len(carry), len(carry)+max(e.block, len(carry)))
-		copy(buf, carry)
+		blk := newBlock(len(carry) + max(e.block, len(carry)))
+		buf := append(blk.buf, carry...)
 		n, err := io.ReadFull(in.r, buf[len(carry):cap(buf)])
 		buf = buf[:len(carry)+n]
 		end := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
@@ -75,13 +110,17 @@ func (e *Enricher) cut(in *lines, f *awsFormat, send func(*awsJob)) error {
 		whole := len(buf)
 		if !end {
 			if whole = bytes.LastIndexByte(buf, '\n') + 1; whole == 0 {
-				carry = buf // a line longer than a block: read on
+				carry = append(carry[:0], buf...) // a line longer than a block: read on
+				blk.release()
 				continue
 			}
 		}
-		carry = append([]byte(nil), buf[whole:]...)
+		carry = append(carry[:0], buf[whole:]...)
+		blk.buf = buf
 		var cerr error
-		if f, cerr = e.split(in, f, buf[:whole], send); cerr != nil {
+		f, cerr = e.split(in, f, blk, whole, send)
+		blk.release()
+		if cerr != nil {
 			return cerr
 		}
 		if end {
@@ -92,11 +131,13 @@ func (e *Enricher) cut(in *lines, f *awsFormat, send func(*awsJob)) error {
 
 // split sends the lines of block, in parts between its header lines, and
 // returns the format in force after it.
-func (e *Enricher) split(in *lines, f *awsFormat, block []byte, send func(*awsJob)) (*awsFormat, error) {
+func (e *Enricher) split(in *lines, f *awsFormat, blk *block, whole int, send func(*awsJob)) (*awsFormat, error) {
+	block := blk.buf[:whole]
 	from, first := 0, in.n+1
 	flush := func(to int) {
 		if to > from {
-			send(&awsJob{f: f, data: block[from:to], first: first, done: make(chan struct{})})
+			blk.refs.Add(1)
+			send(&awsJob{f: f, blk: blk, data: block[from:to], first: first, done: make(chan struct{})})
 		}
 	}
 	for i := 0; i < len(block); {
@@ -121,17 +162,21 @@ func (e *Enricher) split(in *lines, f *awsFormat, block []byte, send func(*awsJo
 	return f, nil
 }
 
-// enrichJob enriches j's records into its own output, as e would.
-func (e *Enricher) enrichJob(name string, j *awsJob) {
-	w := &Enricher{ix: e.ix, opts: e.opts, out: bufio.NewWriterSize(&j.out, 64<<10), warn: &j.warn}
+// enrichJob enriches j's records into j's own output; w is a worker's,
+// reused from job to job.
+func (w *Enricher) enrichJob(name string, j *awsJob) {
+	if j.out, _ = outputs.Get().(*bytes.Buffer); j.out == nil {
+		j.out = new(bytes.Buffer)
+	}
+	w.out.Reset(j.out)
+	w.warn, w.Stats, w.warned = &j.warn, Stats{}, 0
 	in := &lines{data: j.data, name: name, n: j.first - 1}
-	var pos [][2]int
 	for {
 		line, raw, ok, _ := in.next()
 		if !ok {
 			break
 		}
-		pos = w.awsLine(in, j.f, line, raw, pos)
+		w.pos = w.awsLine(in, j.f, line, raw, w.pos)
 	}
 	_ = w.out.Flush() // into a bytes.Buffer: no error
 	j.stats = w.Stats
@@ -143,6 +188,9 @@ func (e *Enricher) enrichJob(name string, j *awsJob) {
 func (e *Enricher) merge(j *awsJob) {
 	e.awsHeader(j.f)
 	e.out.Write(j.out.Bytes())
+	j.out.Reset()
+	outputs.Put(j.out)
+	j.blk.release()
 	warnings := j.warn.Bytes()
 	for e.warned < maxWarnings && len(warnings) > 0 {
 		line := warnings
