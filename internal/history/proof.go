@@ -36,16 +36,19 @@ type probePoint struct {
 // finer, the tighter the bound on a change seen late, and the sooner the
 // coverage can be extended. Each read is one list of one pod, from the
 // API server's watch cache.
-const probeEvery = 2 * time.Second
+const probeEvery = 500 * time.Millisecond
 
 // maxProbes bounds the reads kept: a change seen later than that is
 // bounded by the oldest, which is still true, only looser.
-const maxProbes = 128
+const maxProbes = 256
 
 // lagTolerance is how long after the last read before it a change may be
-// seen and still count as seen as it happened: the probes' period, twice
-// (one may be late), and a second for the watch's usual delay.
-const lagTolerance = 2*probeEvery + time.Second
+// seen and still count as seen as it happened: a second, twice the
+// probes' period. A time recorded so is then at most a second late, and
+// kept to the second: within the two seconds docs/history.md states.
+// Seen later, the change's hold starts or ends in an interval from that
+// read on.
+const lagTolerance = 2 * probeEvery
 
 // probeNow reads the pods' resourceVersion and keeps it.
 func (h *Historian) probeNow(ctx context.Context) (probePoint, error) {
