@@ -481,7 +481,7 @@ func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 	if shutdown {
 		return false
 	}
-	if now := time.Now().UnixNano(); now-c.lastWork.Load() > int64(stretchGap) {
+	if now := time.Now().UnixNano(); now-c.lastWork.Load() > int64(mirrorsQuiet) {
 		c.busySince.Store(now) // after a quiet spell: a new busy stretch
 	}
 	c.working.Add(1)
@@ -509,7 +509,7 @@ func (c *Controller) processNextWorkItem(stop, workCtx context.Context) bool {
 // mirrorsBusy reports whether the mirrors have work: keys queued or being
 // reconciled, or one finished within mirrorsQuiet (the next change of a
 // burst is likely on its way); and since when they have had, without a
-// pause of stretchGap. The history yields to it.
+// pause of mirrorsQuiet. The history yields to it.
 func (c *Controller) mirrorsBusy() (bool, time.Time) {
 	busy := c.queue.Len() > 0 || c.working.Load() > 0 ||
 		time.Duration(time.Now().UnixNano()-c.lastWork.Load()) < mirrorsQuiet
@@ -517,14 +517,10 @@ func (c *Controller) mirrorsBusy() (bool, time.Time) {
 }
 
 // mirrorsQuiet is how long the mirrors must have been idle for the history
-// to write (in a burst's pauses too); stretchGap how long for a busy
-// stretch to be over, and the history's wait to start again from nothing
-// (a loaded machine pauses a burst for longer than mirrorsQuiet now and
-// then).
-const (
-	mirrorsQuiet = 50 * time.Millisecond
-	stretchGap   = time.Second
-)
+// to write, and for their busy stretch to be over. (A pause of a second
+// kept stretches alive between phases of work and let the history run
+// through a burst: docs/history.md, "What it costs".)
+const mirrorsQuiet = 50 * time.Millisecond
 
 // handleErr decides what becomes of a reconciled key (see kubeclient.Retry).
 func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectName) {

@@ -657,13 +657,12 @@ func (h *Historian) yield(ctx context.Context) {
 }
 
 // maxYield bounds how long the history waits for the mirrors (yield): long
-// enough for a burst of two thousand pod changes to pass, short enough
-// for the history to keep up with a longer one (it writes up to two
-// objects a change); the coverage lags by no more than it and the burst's
-// backlog (nor do the exact times a failover loses; they become
-// intervals). yieldTick is how often a waiting worker looks again.
+// enough for a burst of a few thousand pod changes to pass; the coverage
+// lags by no more than it and the burst's backlog (nor do the exact times
+// a failover loses; they become intervals). yieldTick is how often a
+// waiting worker looks again.
 const (
-	maxYield  = 20 * time.Second
+	maxYield  = 30 * time.Second
 	yieldTick = 20 * time.Millisecond
 )
 
