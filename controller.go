@@ -517,9 +517,8 @@ func (c *Controller) mirrorsBusy() (bool, time.Time) {
 }
 
 // mirrorsQuiet is how long the mirrors must have been idle for the history
-// to write, and for their busy stretch to be over. (A pause of a second
-// kept stretches alive between phases of work and let the history run
-// through a burst: docs/history.md, "What it costs".)
+// to write, and for their busy stretch to be over (docs/history.md, "What
+// it costs", compares it with a second).
 const mirrorsQuiet = 50 * time.Millisecond
 
 // handleErr decides what becomes of a reconciled key (see kubeclient.Retry).
