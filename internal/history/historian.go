@@ -666,8 +666,11 @@ const (
 	yieldTick = 20 * time.Millisecond
 )
 
-// HeldFrom returns when the pod uid's holds on addrs began, from the
-// records: nil when the history is off or knows none of them.
+// HeldFrom returns when the pod uid's holds on addrs began, as the history
+// records or will record them: nil when the history is off or knows none
+// of them. A hold whose start is not written yet (the history yields to
+// the mirrors, so a pod can let go of an address before it is) begins when
+// its start was seen, as its write will say.
 func (h *Historian) HeldFrom(addrs []string, uid types.UID) map[string]time.Time {
 	if h == nil {
 		return nil
@@ -683,16 +686,33 @@ func (h *Historian) HeldFrom(addrs []string, uid types.UID) map[string]time.Time
 		if err != nil {
 			continue
 		}
-		r, ok := h.record(name)
-		for i := len(r.Holds) - 1; ok && i >= 0; i-- {
-			if r.Holds[i].UID == id {
-				if out == nil {
-					out = map[string]time.Time{}
-				}
-				out[canonical] = time.Unix(r.Holds[i].From, 0).UTC()
-				break
+		if from, ok := h.heldFrom(canonical, name, id); ok {
+			if out == nil {
+				out = map[string]time.Time{}
 			}
+			out[canonical] = from.UTC()
 		}
 	}
 	return out
+}
+
+// heldFrom returns when the pod id's latest hold on addr (IPHistory name)
+// began: from its seen start while that is not written, else its record.
+func (h *Historian) heldFrom(addr, name string, id slim.UID) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.seen[addr][id]; !s.start.IsZero() {
+		from := s.start
+		if !s.startAfter.IsZero() {
+			from = s.startAfter // as addBrief and Open record it
+		}
+		return time.Unix(from.Unix(), 0), true
+	}
+	r := h.records[name]
+	for i := len(r.Holds) - 1; i >= 0; i-- {
+		if r.Holds[i].UID == id {
+			return time.Unix(r.Holds[i].From, 0), true
+		}
+	}
+	return time.Time{}, false
 }

@@ -349,6 +349,16 @@ func TestHistoryHeldFrom(t *testing.T) {
 	if got := f.h.HeldFrom([]string{"10.244.0.5"}, "uid-other"); got != nil {
 		t.Errorf("heldFrom of an unknown pod = %v, want nil", got)
 	}
+	// A hold not written yet (the history yields to the mirrors) began
+	// when its start was seen, as its write will say.
+	f.now = f.now.Add(time.Minute)
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
+		p.UID, p.Name = "uid-2", "other"
+		p.Status.PodIP, p.Status.PodIPs = "10.244.0.7", []corev1.PodIP{{IP: "10.244.0.7"}}
+	}))
+	if got := f.h.HeldFrom([]string{"10.244.0.7"}, "uid-2"); !got["10.244.0.7"].Equal(f.now) {
+		t.Errorf("heldFrom of a hold seen, not written = %v, want from %v", got, f.now)
+	}
 	var off *Historian
 	if got := off.HeldFrom([]string{"10.244.0.5"}, "uid-1"); got != nil {
 		t.Errorf("heldFrom with the history off = %v", got)
