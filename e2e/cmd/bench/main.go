@@ -91,7 +91,7 @@ func main() {
 	flag.IntVar(&o.services, "services", 300, "ClusterIP Services to add for the conflict phase (at most 65,000).")
 	flag.IntVar(&o.conflictRounds, "conflict-rounds", 4, "Restarts of each kind the conflict phase averages.")
 	flag.StringVar(&o.baseline, "baseline-controller", "", "A build without the conflict checks, to compare with on the same objects in the conflict phase (default: none).")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "Collect the controller's CPU profile of the cold start and its heap profile after convergence (served by its --profiling-bind-address, off otherwise), and kube-apiserver's CPU profiles of the cold start and the raw loops, into this directory; default: none.")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "Collect the controller's CPU profile of the cold start and its heap profile after convergence (served by its --profiling-bind-address, off otherwise), and kube-apiserver's CPU profiles of the cold start, the raw loops and the deletion (to the last hold closed), into this directory; default: none.")
 	flag.BoolVar(&o.history, "history", true, "The controller keeps the history of each address (its default): the raw loop writes an IPHistory per address too, and the cold start and deletion wait for them. False for a build without the history; implied by --history-retention=0 in -controller-args.")
 	flag.Parse()
 	if historyOff(o.extraArgs) {
@@ -969,6 +969,10 @@ func (b *bench) delete(ctx context.Context) error {
 	zero := int64(0)
 	var mu sync.Mutex
 	var lastAck time.Time
+	stopServerCPU := func() error { return nil }
+	if b.prof != nil {
+		stopServerCPU = b.prof.startServerCPU(ctx, b.kube, "delete")
+	}
 	start := time.Now()
 	err = controlplane.Parallel(ctx, b.o.n, b.o.concurrency, func(ctx context.Context, i int) error {
 		if err := pods.Delete(ctx, b.pods[i].name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
@@ -997,6 +1001,9 @@ func (b *bench) delete(ctx context.Context) error {
 			return fmt.Errorf("waiting for every hold to close: %w", err)
 		}
 		b.res.History.ClosedAfterSeconds = max(0, closed.Sub(lastAck).Seconds())
+	}
+	if err := stopServerCPU(); err != nil {
+		return fmt.Errorf("kube-apiserver's CPU profile: %w", err)
 	}
 	after, err := b.settle(ctx, before)
 	if err != nil {
