@@ -112,11 +112,7 @@ FUZZ_TARGETS := .:FuzzDesiredMirror .:FuzzMirrorChanged .:FuzzApplyDesired .:Fuz
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZTIME (5000 inputs); a crasher is written to testdata/fuzz/ and fails the run (keep it as a regression seed).
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; f=$${t##*:}; \
-		echo ">> $$pkg $$f ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg ; \
-	done
+	GO=$(GO) hack/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 # Mutation testing of the pure logic, kept out of `make test` because it
 # rebuilds and reruns a package's tests once per mutant (minutes of both

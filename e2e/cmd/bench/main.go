@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -91,7 +92,7 @@ func main() {
 	flag.IntVar(&o.services, "services", 300, "ClusterIP Services to add for the conflict phase (at most 65,000).")
 	flag.IntVar(&o.conflictRounds, "conflict-rounds", 4, "Restarts of each kind the conflict phase averages.")
 	flag.StringVar(&o.baseline, "baseline-controller", "", "A build without the conflict checks, to compare with on the same objects in the conflict phase (default: none).")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "Collect the controller's CPU profile of the cold start and its heap profile after convergence (served by its --profiling-bind-address, off otherwise), and kube-apiserver's CPU profiles of the cold start, the raw loops and the deletion (to the last hold closed), into this directory; default: none.")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "Collect the controller's CPU profiles of the cold start and the churn (to its last mirror) and its heap profile after convergence (served by its --profiling-bind-address, off otherwise), and kube-apiserver's CPU profiles of the raw loops, the cold start, the churn and the deletion (to the last hold closed), into this directory; default: none.")
 	flag.BoolVar(&o.history, "history", true, "The controller keeps the history of each address (its default): the raw loop writes an IPHistory per address too, and the cold start and deletion wait for them. False for a build without the history; implied by --history-retention=0 in -controller-args.")
 	flag.Parse()
 	if historyOff(o.extraArgs) {
@@ -674,7 +675,7 @@ func (b *bench) cold(ctx context.Context) error {
 	controllerProc = p
 	stopCPU, stopServerCPU := func() error { return nil }, func() error { return nil }
 	if b.prof != nil {
-		stopCPU, stopServerCPU = b.prof.startCPU(ctx), b.prof.startServerCPU(ctx, b.kube, "cold")
+		stopCPU, stopServerCPU = b.prof.startCPU(ctx, "cold"), b.prof.startServerCPU(ctx, b.kube, "cold")
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -871,6 +872,12 @@ func (b *bench) churn(ctx context.Context) error {
 	}
 	changes := make([]change, total)
 	pods := b.kube.CoreV1().Pods(benchNamespace)
+	// The profiles cover the changes and their mirrors, not the history's
+	// catching up after them.
+	stopCPU, stopServerCPU := func() error { return nil }, func() error { return nil }
+	if b.prof != nil {
+		stopCPU, stopServerCPU = b.prof.startCPU(ctx, "churn"), b.prof.startServerCPU(ctx, b.kube, "churn")
+	}
 	// Spread the changes over distinct pods where there are enough.
 	stride := max(1, len(b.pods)/total)
 	var wg sync.WaitGroup
@@ -909,6 +916,9 @@ func (b *bench) churn(ctx context.Context) error {
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, _ = b.obs.waitFor(waitCtx, func(o *observer) bool { return o.matched == n })
+	if err := errors.Join(stopCPU(), stopServerCPU()); err != nil {
+		return fmt.Errorf("churn profiles: %w", err)
+	}
 	after, historyDone, err := b.settleHistory(ctx)
 	if err != nil {
 		return err

@@ -50,9 +50,10 @@ func newProfiler(dir string, n int) (*profiler, error) {
 const cpuChunk = 2 * time.Second
 
 // startCPU profiles the controller's CPU in chunks until stop is called;
-// stop returns once the last chunk is in and writes the merged profile.
-func (p *profiler) startCPU(ctx context.Context) (stop func() error) {
-	return p.chunked(ctx, fmt.Sprintf("cpu-cold-%d.pb.gz", p.n), func(ctx context.Context) ([]byte, error) {
+// stop returns once the last chunk is in and writes the merged profile,
+// named after phase.
+func (p *profiler) startCPU(ctx context.Context, phase string) (stop func() error) {
+	return p.chunked(ctx, fmt.Sprintf("cpu-%s-%d.pb.gz", phase, p.n), func(ctx context.Context) ([]byte, error) {
 		return p.get(ctx, "profile?seconds="+strconv.Itoa(cpuChunkSeconds))
 	})
 }

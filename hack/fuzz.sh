@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs each fuzz target for FUZZTIME, one after another, building each
+# package's instrumented test binary once.
+#
+# `go test -fuzz` builds and links the binary again for every target; the
+# root package's binary holds client-go and takes seconds to link, and six
+# targets live there. The binary built with -c runs one target at a time
+# with the flags `go test` would give it, from the package's directory, so
+# that its seed corpus is read and a crasher is written under
+# testdata/fuzz/ there, and its generated corpus is kept where `go test
+# -fuzz` keeps it.
+#
+# Usage: hack/fuzz.sh FUZZTIME pkg:Target...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+fuzztime=$1
+shift
+cache=$($GO env GOCACHE)/fuzz
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+
+built=""
+for t in "$@"; do
+	pkg=${t%%:*} target=${t##*:}
+	name=$(echo "$pkg" | tr './' '__')
+	if [[ " $built " != *" $pkg "* ]]; then
+		$GO test -c -fuzz "^${target}\$" -o "$bin/$name.test" "$pkg"
+		built="$built $pkg"
+	fi
+	importpath=$($GO list -f '{{.ImportPath}}' "$pkg")
+	echo ">> $pkg $target ($fuzztime)"
+	(cd "$pkg" && "$bin/$name.test" -test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$fuzztime" \
+		-test.fuzzcachedir "$cache/$importpath" -test.timeout 10m -test.paniconexit0)
+done
