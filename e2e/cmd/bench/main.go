@@ -580,17 +580,6 @@ func (b *bench) startController(name string) (*controlplane.Process, error) {
 	return b.startBinary(b.o.controller, name)
 }
 
-// startProfiledController is startController that, with -profile-dir, also
-// serves the controller's profiles on the profiler's port.
-func (b *bench) startProfiledController(name string) (*controlplane.Process, error) {
-	if b.prof == nil {
-		return b.startController(name)
-	}
-	args := append(b.listenFlags(b.o.controller), "--kubeconfig", b.kubeconfig, "--profiling-bind-address="+b.prof.addr)
-	args = append(args, strings.Fields(b.o.extraArgs)...)
-	return controlplane.StartProcess(b.o.controller, nil, filepath.Join(b.logDir, name+".log"), args...)
-}
-
 // startBinary is startController for another build (the conflict phase's
 // baseline).
 func (b *bench) startBinary(binary, name string) (*controlplane.Process, error) {
@@ -598,12 +587,16 @@ func (b *bench) startBinary(binary, name string) (*controlplane.Process, error) 
 }
 
 // startBinaryAs is startBinary with another kubeconfig ("" for the
-// admin's).
+// admin's). With -profile-dir, the controller measured serves its
+// profiles on the profiler's port (one process at a time runs).
 func (b *bench) startBinaryAs(binary, name, kubeconfig string) (*controlplane.Process, error) {
 	if kubeconfig == "" {
 		kubeconfig = b.kubeconfig
 	}
 	args := append(b.listenFlags(binary), "--kubeconfig", kubeconfig)
+	if b.prof != nil && binary == b.o.controller {
+		args = append(args, "--profiling-bind-address="+b.prof.addr)
+	}
 	args = append(args, strings.Fields(b.o.extraArgs)...)
 	return controlplane.StartProcess(binary, nil, filepath.Join(b.logDir, name+".log"), args...)
 }
@@ -668,7 +661,7 @@ func (b *bench) cold(ctx context.Context) error {
 	}
 	step("Cold start: starting the controller with its default flags")
 	start := time.Now()
-	p, err := b.startProfiledController("cold")
+	p, err := b.startController("cold")
 	if err != nil {
 		return err
 	}

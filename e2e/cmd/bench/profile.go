@@ -16,13 +16,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// profiler collects the controller's Go profiles during the cold start, for
-// -profile-dir: a CPU profile of the whole cold start and a heap profile
-// after convergence; and kube-apiserver's CPU profiles of the cold start and
-// of the raw loops, to compare what the same writes cost it. The controller
-// serves its profiles only when started with --profiling-bind-address (off
-// by default), which startProfiledController adds for the cold start's
-// process alone when -profile-dir is set.
+// profiler collects the controller's Go profiles and kube-apiserver's, for
+// -profile-dir: CPU profiles of the whole cold start and of the churn, and
+// a heap profile after convergence; and kube-apiserver's CPU profiles of the
+// raw loops, the cold start, the churn and the deletion, to compare what
+// the same writes cost it. The controller serves its profiles only when
+// started with --profiling-bind-address (off by default), which
+// startBinaryAs adds to the measured build when -profile-dir is set.
 type profiler struct {
 	dir  string
 	n    int
