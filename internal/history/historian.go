@@ -126,8 +126,30 @@ type seenAt struct {
 	startAfter, endAfter time.Time
 	// terminated is when the pod was seen to begin terminating, for an end
 	// that came after it: the hold then ended between the two.
-	terminated           time.Time
-	namespace, pod, node string
+	terminated time.Time
+	// again is when the pod was last seen to hold the address again after
+	// it let go of it (end), againAfter its bound as startAfter is; lastEnd
+	// is when it last let go after that. Its writes wait for the mirrors,
+	// so a pod can leave an address and come back before the address is
+	// reconciled: its holds are then the one from start, which ended
+	// between end and lastEnd (held again in between, maybe more than
+	// once), and, while it holds the address again, one from again.
+	again, againAfter, lastEnd time.Time
+	namespace, pod, node       string
+}
+
+// back reports whether the pod holds the address again since it let go.
+func (s seenAt) back() bool { return !s.again.IsZero() && s.lastEnd.Before(s.again) }
+
+// latest returns the last time s was noted.
+func (s seenAt) latest() time.Time {
+	t := s.start
+	for _, u := range []time.Time{s.end, s.again, s.lastEnd} {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
 }
 
 // expiryCheck is how often the leader looks for holds past the retention
@@ -251,20 +273,27 @@ func (h *Historian) Moved(old, cur *podinfo.Pod, was, is []string) {
 	for _, a := range was {
 		if !same || !slices.Contains(is, a) {
 			h.saw(a, old, func(s *seenAt) {
-				if s.end.IsZero() {
+				switch {
+				case s.end.IsZero():
 					s.end, s.endAfter, s.terminated = now, after, terminated
+				case s.back():
+					s.lastEnd = now
 				}
 			})
 		}
 	}
 	for _, a := range is {
 		if !same || !slices.Contains(was, a) {
+			startAfter := after
+			if created := time.Unix(cur.Created, 0); !after.IsZero() && after.Before(created) {
+				startAfter = created // it cannot have started before it existed
+			}
 			h.saw(a, cur, func(s *seenAt) {
-				if s.start.IsZero() {
-					s.start, s.startAfter = now, after
-					if created := time.Unix(cur.Created, 0); !after.IsZero() && after.Before(created) {
-						s.startAfter = created // it cannot have started before it existed
-					}
+				switch {
+				case s.start.IsZero() && s.end.IsZero():
+					s.start, s.startAfter = now, startAfter
+				case !s.end.IsZero() && !s.back():
+					s.again, s.againAfter = now, startAfter
 				}
 			})
 		}
@@ -339,7 +368,7 @@ func (h *Historian) saw(addr string, pod *podinfo.Pod, set func(*seenAt)) {
 func (h *Historian) pruneSeen(before time.Time) {
 	for a, byPod := range h.seen {
 		for uid, s := range byPod {
-			if s.start.Before(before) && s.end.Before(before) {
+			if s.latest().Before(before) {
 				delete(byPod, uid)
 			}
 		}
@@ -701,11 +730,8 @@ func (h *Historian) HeldFrom(addrs []string, uid types.UID) map[string]time.Time
 func (h *Historian) heldFrom(addr, name string, id slim.UID) (time.Time, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if s := h.seen[addr][id]; !s.start.IsZero() {
-		from := s.start
-		if !s.startAfter.IsZero() {
-			from = s.startAfter // as addBrief and Open record it
-		}
+	s := h.seen[addr][id]
+	if from := lastFrom(s); !from.IsZero() {
 		return time.Unix(from.Unix(), 0), true
 	}
 	r := h.records[name]

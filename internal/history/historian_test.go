@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -466,4 +467,78 @@ func TestHistoryYieldsToTheMirrors(t *testing.T) {
 	}))
 	work()
 	finished("the mirrors busy past maxYield")
+}
+
+// onPodUpdate replaces old with cur in the cache and the holder index, as
+// the pod handlers do.
+func (f *historyFixture) onPodUpdate(old *podinfo.Pod, pod *corev1.Pod) *podinfo.Pod {
+	cur := podinfo.Of(pod)
+	if err := f.h.pods.Update(cur); err != nil {
+		f.t.Fatal(err)
+	}
+	f.h.holders.Move(cur.Holder(), held(old), held(cur))
+	f.h.Moved(old, cur, held(old), held(cur))
+	return cur
+}
+
+// TestHistoryPodBackOnAnAddress checks a pod that lets go of an address
+// and holds it again before the address is reconciled (its writes wait for
+// the mirrors): the history must never say it held the address while it
+// did not, whether its first hold was written or not, however often it
+// went and came back.
+func TestHistoryPodBackOnAnAddress(t *testing.T) {
+	const a, b = "10.244.0.5", "10.244.0.6"
+	type hold struct{ from, after, to int } // seconds after the start; to -1: open, after -1: exact
+	for _, c := range []struct {
+		name string
+		// addresses the pod holds, one every 10 s from the start; the
+		// address is reconciled 10 s after the last
+		steps []string
+		want  []hold
+	}{
+		{"back", []string{a, b, a}, []hold{{0, -1, 10}, {20, -1, -1}}},
+		{"back twice", []string{a, b, a, b, a}, []hold{{0, 10, 30}, {40, -1, -1}}},
+		{"back and gone again", []string{a, b, a, b}, []hold{{0, 10, 30}}},
+	} {
+		for _, written := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, first hold written %v", c.name, written), func(t *testing.T) {
+				f := newHistoryFixture(t)
+				start := f.now
+				at := func(sec int) time.Time { return start.Add(time.Duration(sec) * time.Second) }
+				on := func(i int) *corev1.Pod {
+					return testPod(func(p *corev1.Pod) {
+						p.ResourceVersion = strconv.Itoa(10 + i)
+						p.Status.PodIP, p.Status.PodIPs = c.steps[i], []corev1.PodIP{{IP: c.steps[i]}}
+					})
+				}
+				p := f.onPodAdd(on(0))
+				if written {
+					f.sync(a)
+				}
+				for i := 1; i < len(c.steps); i++ {
+					f.now = at(10 * i)
+					p = f.onPodUpdate(p, on(i))
+					if c.steps[i] == a {
+						if got := f.h.HeldFrom([]string{a}, "uid-1")[a]; !got.Equal(f.now) {
+							t.Errorf("heldFrom when back at %v = %v, want then", f.now, got)
+						}
+					}
+				}
+				f.now = f.now.Add(10 * time.Second)
+				f.sync(a)
+
+				got := f.cached(a).Holders
+				ok := len(got) == len(c.want)
+				for i := 0; ok && i < len(got); i++ {
+					w := c.want[i]
+					ok = got[i].From.Time.Equal(at(w.from)) && (w.to < 0) == (got[i].To == nil) &&
+						(w.to < 0 || got[i].To.Time.Equal(at(w.to))) &&
+						(w.after < 0) == (got[i].EndedAfter == nil) && (w.after < 0 || got[i].EndedAfter.Time.Equal(at(w.after)))
+				}
+				if !ok {
+					t.Errorf("holds of %s = %+v, want (seconds from %v) %+v", a, got, start, c.want)
+				}
+			})
+		}
+	}
 }

@@ -114,16 +114,21 @@ func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]see
 	holders := h.holdersOf(o.Address, now, seen)
 	proven := h.provenUntil()
 	for _, hold := range OpenHolds(o) {
-		if !h.inScope(hold.Namespace) || slices.ContainsFunc(holders, func(x Hold) bool { return x.PodUID == hold.PodUID }) {
-			continue
-		}
 		s := seen[slim.ToUID(hold.PodUID)]
-		if s.end.IsZero() {
+		holding := slices.ContainsFunc(holders, func(x Hold) bool { return x.PodUID == hold.PodUID })
+		switch {
+		case !h.inScope(hold.Namespace):
+		case holding && (!s.back() || !hold.From.Time.Before(floor(lastFrom(s)).Time)):
+			// Held since it was opened, or the hold since it came back.
+		case s.end.IsZero():
 			changed = Close(o, hold.PodUID, now, &proven) || changed
-		} else {
-			changed = Close(o, hold.PodUID, s.end, endedAfter(s)) || changed
+		default:
+			at, after := endOf(s)
+			changed = Close(o, hold.PodUID, at, after) || changed
 		}
 	}
+	var brief overflowStart
+	changed = h.addBrief(o, seen, &brief) || changed
 	// The earliest holders get the holds, so that an overflow starts as
 	// late as it can.
 	slices.SortStableFunc(holders, func(a, b Hold) int { return a.From.Compare(b.From.Time) })
@@ -136,8 +141,6 @@ func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]see
 			from.take(hold.From.Time)
 		}
 	}
-	var brief overflowStart
-	changed = h.addBrief(o, seen, &brief) || changed
 	switch {
 	case refused > 0: // lasts while they hold the address
 		changed = Overflowed(o, from.at, h.namespace) || changed
@@ -180,29 +183,67 @@ func endedAfter(s seenAt) *time.Time {
 	return after
 }
 
+// endOf returns when the hold s saw end ended, and the earliest it can
+// have (nil: then): for a pod that came back and let go again (lastEnd),
+// between its first end and its last.
+func endOf(s seenAt) (time.Time, *time.Time) {
+	after := endedAfter(s)
+	if s.lastEnd.IsZero() {
+		return s.end, after
+	}
+	if after == nil {
+		after = &s.end
+	}
+	return s.lastEnd, after
+}
+
+// startOf is a hold's From and StartedBefore for a start seen at start,
+// seen late when startAfter is set: it then began between the two.
+func startOf(hold *Hold, start, startAfter time.Time) {
+	hold.From = metav1.NewTime(start)
+	if !startAfter.IsZero() {
+		before := hold.From
+		hold.From, hold.StartedBefore = metav1.NewTime(startAfter), &before
+	}
+}
+
+// lastFrom returns when the latest hold s saw start began, as its hold
+// records it (zero: no start seen).
+func lastFrom(s seenAt) time.Time {
+	var hold Hold
+	switch {
+	case !s.again.IsZero():
+		startOf(&hold, s.again, s.againAfter)
+	case !s.start.IsZero():
+		startOf(&hold, s.start, s.startAfter)
+	}
+	return hold.From.Time
+}
+
 // addBrief records the holds that started and ended between two reconciles
 // of the address (a Job's pod that finished within a moment, an address
-// passed on at once): seen both starting and ending, and in no hold of o
-// yet (a pod holding it now has just been given one). Those that find
-// MaxHolds open are counted in refused.
+// passed on at once, a pod that let go of it and is back): seen both
+// starting and ending, and not recorded yet (an earlier reconcile may have
+// opened it). Those that find MaxHolds open are counted in refused.
 func (h *Historian) addBrief(o *IPHistory, seen map[slim.UID]seenAt, refused *overflowStart) bool {
 	changed := false
 	for uid, s := range seen {
 		id := uid.UID()
-		if s.start.IsZero() || s.end.IsZero() || s.end.Before(s.start) ||
-			slices.ContainsFunc(o.Holders, func(x Hold) bool { return x.PodUID == id }) {
+		if s.start.IsZero() || s.end.IsZero() || s.end.Before(s.start) {
 			continue
 		}
-		hold := Hold{Namespace: s.namespace, Pod: s.pod, PodUID: id, Node: s.node, From: metav1.NewTime(s.start)}
-		if !s.startAfter.IsZero() {
-			before := hold.From
-			hold.From, hold.StartedBefore = metav1.NewTime(s.startAfter), &before
+		hold := Hold{Namespace: s.namespace, Pod: s.pod, PodUID: id, Node: s.node}
+		startOf(&hold, s.start, s.startAfter)
+		from := floor(hold.From.Time)
+		if slices.ContainsFunc(o.Holders, func(x Hold) bool { return x.PodUID == id && x.From.Equal(&from) }) {
+			continue
 		}
 		if !Open(o, hold) {
 			refused.take(hold.From.Time)
 			continue
 		}
-		if Close(o, id, s.end, endedAfter(s)) {
+		at, after := endOf(s)
+		if Close(o, id, at, after) {
 			changed = true
 		}
 	}
@@ -210,20 +251,20 @@ func (h *Historian) addBrief(o *IPHistory, seen map[slim.UID]seenAt, refused *ov
 }
 
 // holdersOf returns the holds the cached pods have on addr now: each from
-// when the pod handlers saw it start (seen), or, for a start they did not
-// see, from the pod's creation or how far the coverage went, whichever is
-// later (a pod that held it then has a hold), started before now.
+// when the pod handlers saw it start (seen; since it came back, for a pod
+// that let go of it and is back), or, for a start they did not see, from
+// the pod's creation or how far the coverage went, whichever is later (a
+// pod that held it then has a hold), started before now.
 func (h *Historian) holdersOf(addr string, now time.Time, seen map[slim.UID]seenAt) []Hold {
 	var out []Hold
 	for _, pod := range h.holding(addr) {
 		hold := Hold{Namespace: pod.Namespace, Pod: pod.Name, PodUID: pod.UID.UID(), Node: pod.NodeName}
-		if s := seen[pod.UID]; !s.start.IsZero() {
-			hold.From = metav1.NewTime(s.start)
-			if !s.startAfter.IsZero() {
-				before := hold.From
-				hold.From, hold.StartedBefore = metav1.NewTime(s.startAfter), &before
-			}
-		} else {
+		switch s := seen[pod.UID]; {
+		case s.back():
+			startOf(&hold, s.again, s.againAfter)
+		case !s.start.IsZero() && s.end.IsZero():
+			startOf(&hold, s.start, s.startAfter)
+		default:
 			before := metav1.NewTime(now)
 			from := time.Unix(pod.Created, 0)
 			if proven := h.provenUntil(); from.Before(proven) {
