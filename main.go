@@ -342,6 +342,7 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	// Every replica warms its caches; only the leader runs workers.
 	p.health.Started(controller.cachesSynced...)
 	startInformers(ctx, controller.checks, informers...)
+	go controller.history.ReadVersions(ctx)
 	if !o.leader.Enabled {
 		return controller.Run(ctx, o.workers)
 	}

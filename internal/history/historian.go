@@ -141,6 +141,19 @@ type seenAt struct {
 // back reports whether the pod holds the address again since it let go.
 func (s seenAt) back() bool { return !s.again.IsZero() && s.lastEnd.Before(s.again) }
 
+// raise makes t the bound of each change s has seen late and bounded
+// earlier, short of the time it was seen.
+func (s *seenAt) raise(t time.Time) {
+	for _, c := range []struct{ after, seen *time.Time }{{&s.startAfter, &s.start}, {&s.endAfter, &s.end}, {&s.againAfter, &s.again}} {
+		if !c.after.IsZero() && c.after.Before(t) {
+			*c.after = t
+			if c.seen.Before(t) {
+				*c.after = *c.seen
+			}
+		}
+	}
+}
+
 // latest returns the last time s was noted.
 func (s seenAt) latest() time.Time {
 	t := s.start
@@ -469,9 +482,6 @@ func (h *Historian) Run(ctx, inflight context.Context, workers int) {
 	h.since = h.now()
 	h.mu.Unlock()
 	h.active.Store(true)
-	if _, err := h.probeNow(ctx); err != nil && ctx.Err() == nil {
-		klog.FromContext(ctx).V(2).Info("Reading the pods' resourceVersion", "err", err)
-	}
 	err := wait.PollUntilContextCancel(ctx, loadRetry, true, func(ctx context.Context) (bool, error) {
 		err := h.load(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -490,7 +500,6 @@ func (h *Historian) Run(ctx, inflight context.Context, workers int) {
 		}
 		wg.Go(func() { h.expireEvery(ctx, expiryCheck(h.retention)) })
 		wg.Go(func() { h.proveLoop(ctx, inflight, proveEvery) })
-		wg.Go(func() { h.probeLoop(ctx, probeEvery) })
 		<-ctx.Done()
 	}
 	h.active.Store(false)
@@ -502,7 +511,7 @@ func (h *Historian) Run(ctx, inflight context.Context, workers int) {
 	clear(h.seen)
 	clear(h.unproven)
 	clear(h.terminatingSince)
-	h.records, h.stale, h.coverage, h.probes = map[string]Record{}, map[string]bool{}, nil, nil
+	h.records, h.stale, h.coverage = map[string]Record{}, map[string]bool{}, nil
 	h.mu.Unlock()
 }
 
@@ -528,8 +537,17 @@ func (h *Historian) activate() {
 		h.queue.Add(a)
 	}
 	h.pruneSeen(h.since.Add(-standbyKeep))
-	for a := range h.seen {
-		h.queue.Add(a) // seen as a standby, or while the records were read
+	proven, _ := CoveredUntil(h.coverage)
+	for a, byPod := range h.seen {
+		// Seen as a standby, or while the records were read. A standby
+		// reads no resourceVersion, so its changes have no bound of
+		// their own: one not written by the last leader happened after
+		// its coverage ended.
+		for uid, s := range byPod {
+			s.raise(proven)
+			byPod[uid] = s
+		}
+		h.queue.Add(a)
 	}
 	for name, r := range h.records {
 		address, err := AddressOf(name)

@@ -185,6 +185,20 @@ type historyFixture struct {
 	h      *Historian
 	client *fakeHistories
 	now    time.Time
+	// late makes the handlers below see changes as a lagging watch does;
+	// by default the leader has read the pods' resourceVersion just before
+	// each change reaches them (read), so each is seen as it happened.
+	late bool
+}
+
+// read stands for the leader's last read of the pods' resourceVersion,
+// made now and older than every change the tests make.
+func (f *historyFixture) read() {
+	if !f.late {
+		f.h.mu.Lock()
+		f.h.probes = []probePoint{{rv: 0, at: f.now}}
+		f.h.mu.Unlock()
+	}
 }
 
 func newHistoryFixture(t *testing.T) *historyFixture {
@@ -218,6 +232,7 @@ func (f *historyFixture) onPodAdd(pod *corev1.Pod) *podinfo.Pod {
 		f.t.Fatal(err)
 	}
 	f.h.holders.Move(p.Holder(), nil, held(p))
+	f.read()
 	f.h.Moved(nil, p, nil, held(p))
 	return p
 }
@@ -225,6 +240,7 @@ func (f *historyFixture) onPodAdd(pod *corev1.Pod) *podinfo.Pod {
 func (f *historyFixture) onPodDelete(p *podinfo.Pod) {
 	_ = f.h.pods.Delete(p)
 	f.h.holders.Move(p.Holder(), held(p), nil)
+	f.read()
 	f.h.Moved(p, nil, held(p), nil)
 }
 
@@ -477,6 +493,7 @@ func (f *historyFixture) onPodUpdate(old *podinfo.Pod, pod *corev1.Pod) *podinfo
 		f.t.Fatal(err)
 	}
 	f.h.holders.Move(cur.Holder(), held(old), held(cur))
+	f.read()
 	f.h.Moved(old, cur, held(old), held(cur))
 	return cur
 }

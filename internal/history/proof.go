@@ -73,7 +73,8 @@ func (h *Historian) probeNow(ctx context.Context) (probePoint, error) {
 
 // changedAfter returns when the change of resourceVersion rv, seen at now,
 // happened after at the latest, if that is more than lagTolerance before
-// now; zero if it was seen as it happened. The bound is the last read of
+// now; zero if it was seen as it happened, which only a read of the pods'
+// resourceVersion shortly before can show. The bound is the last read of
 // the pods' resourceVersion that came before the change (the change's
 // version is later): a pod watch that lagged, or a relist after a stretch
 // of lost watches, delivers changes late, and their hold's start or end is
@@ -89,10 +90,11 @@ func (h *Historian) changedAfter(rv string, now time.Time) time.Time {
 	defer h.mu.Unlock()
 	i := sort.Search(len(h.probes), func(i int) bool { return h.probes[i].rv >= v })
 	switch {
-	case i == 0 && len(h.probes) > 0:
-		return time.Unix(0, 0) // before every read kept: no bound
 	case i == 0:
-		return time.Time{} // no read yet: nothing to tell by
+		// Before every read kept, or no read yet (a standby reads
+		// nothing: what its watch delivered late looks as timely as the
+		// rest): no bound.
+		return time.Unix(0, 0)
 	case now.Sub(h.probes[i-1].at) <= lagTolerance:
 		return time.Time{}
 	}
@@ -109,8 +111,17 @@ const proveEvery = 2 * time.Second
 // proveWait bounds one proof's waits for the pod handlers and the writes.
 const proveWait = 2 * time.Minute
 
-// probeLoop reads the pods' resourceVersion every period until ctx ends
-// (see changedAfter).
+// ReadVersions reads the pods' resourceVersion every half second until ctx
+// ends, on every replica: what a standby sees is written when it comes to
+// lead, and only these reads show that its watch delivered each change in
+// time (see changedAfter). Without the history it returns at once.
+func (h *Historian) ReadVersions(ctx context.Context) {
+	if h != nil {
+		h.probeLoop(ctx, probeEvery)
+	}
+}
+
+// probeLoop reads the pods' resourceVersion every period until ctx ends.
 func (h *Historian) probeLoop(ctx context.Context, period time.Duration) {
 	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
 		if _, err := h.probeNow(ctx); err != nil && ctx.Err() == nil {

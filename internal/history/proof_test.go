@@ -50,6 +50,46 @@ func TestHistoryActivationBoundsByCoverage(t *testing.T) {
 	}
 }
 
+// TestHistoryStandbyChangesAreBounded checks what a standby saw when it
+// comes to lead. It reads the pods' resourceVersion as the leader does, and
+// a change it saw within a second of a read before it was seen as it
+// happened (a pod that got its address just before this replica led has
+// its start observed). Without such a read, nothing shows that its watch
+// delivered the change in time (a partition can hold it back for
+// seconds): a hold it saw start and end is stated as starting and ending
+// in intervals from the end of the last leader's coverage, not as the
+// times it saw them (the truth test's seed 425340421556 found that).
+func TestHistoryStandbyChangesAreBounded(t *testing.T) {
+	for _, read := range []bool{true, false} {
+		t.Run(fmt.Sprintf("read %v", read), func(t *testing.T) {
+			f := newHistoryFixture(t)
+			f.late = !read
+			start := f.now
+			f.h.active.Store(false)
+			f.h.listed = func() bool { return true } // a standby notes what it sees
+			f.now = start.Add(10 * time.Second)
+			p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+			f.now = start.Add(20 * time.Second)
+			f.onPodDelete(p)
+			f.now = start.Add(30 * time.Second)
+			f.provenUntil(start) // the last leader's coverage ended at start
+			f.h.since = f.now
+			f.h.activate()
+			f.sync("10.244.0.5")
+
+			h := f.cached("10.244.0.5").Holders[0]
+			seen, gone := start.Add(10*time.Second), start.Add(20*time.Second)
+			if read && (!h.From.Time.Equal(seen) || h.StartedBefore != nil || h.To == nil || !h.To.Time.Equal(gone) || h.EndedAfter != nil) {
+				t.Errorf("hold seen in time by a standby = %+v, want from %v to %v, observed", h, seen, gone)
+			}
+			if !read && (!h.From.Time.Equal(start) || h.StartedBefore == nil || !h.StartedBefore.Time.Equal(seen) ||
+				h.To == nil || !h.To.Time.Equal(gone) || h.EndedAfter == nil || !h.EndedAfter.Time.Equal(start)) {
+				t.Errorf("hold seen by a standby that read nothing = %+v, want started between %v and %v, ended between %v and %v", h, start, seen, start, gone)
+			}
+		})
+	}
+}
+
 // TestHistoryProvesOnlyWhatIsWritten checks the coverage: it is extended
 // to a time only once the pod handlers have processed everything the
 // informer was given up to that time's resourceVersion and every change
@@ -112,6 +152,7 @@ func TestHistoryProvesOnlyWhatIsWritten(t *testing.T) {
 // time it was seen.
 func TestHistoryChangeSeenLate(t *testing.T) {
 	f := newHistoryFixture(t)
+	f.late = true
 	start := f.now
 	version := 100
 	f.h.probe = func(context.Context) (string, error) { return fmt.Sprint(version), nil }

@@ -106,6 +106,7 @@ func TestHistoryRecordsWhenChangesWereSeen(t *testing.T) {
 	f.h.active.Store(true)
 	seenAt := f.now
 	first := f.onPodAdd(testPod())
+	f.read()
 	f.h.Moved(nil, first, nil, held(first))
 	f.now = seenAt.Add(10 * time.Second)
 	f.sync("10.244.0.5")
@@ -116,10 +117,12 @@ func TestHistoryRecordsWhenChangesWereSeen(t *testing.T) {
 	goneAt := seenAt.Add(time.Minute)
 	f.now = goneAt
 	f.onPodDelete(first)
+	f.read()
 	f.h.Moved(first, nil, held(first), nil)
 	nextAt := goneAt.Add(2 * time.Second)
 	f.now = nextAt
 	second := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Name, p.UID = "next", "uid-2" }))
+	f.read()
 	f.h.Moved(nil, second, nil, held(second))
 	f.now = nextAt.Add(20 * time.Second)
 	f.sync("10.244.0.5")
@@ -135,12 +138,15 @@ func TestHistoryRecordsWhenChangesWereSeen(t *testing.T) {
 	// (a Job's pod finishing at once) still has its hold, closed.
 	second = podinfo.Of(testPod(func(p *corev1.Pod) { p.Name, p.UID = "next", "uid-2" }))
 	f.onPodDelete(second)
+	f.read()
 	f.h.Moved(second, nil, held(second), nil)
 	briefAt := f.now.Add(time.Minute)
 	f.now = briefAt
 	brief := podinfo.Of(testPod(func(p *corev1.Pod) { p.Name, p.UID, p.Spec.NodeName = "job-1", "uid-3", "node-2" }))
+	f.read()
 	f.h.Moved(nil, brief, nil, held(brief))
 	f.now = briefAt.Add(time.Second)
+	f.read()
 	f.h.Moved(brief, nil, held(brief), nil)
 	f.now = briefAt.Add(time.Minute)
 	f.sync("10.244.0.5")
@@ -210,6 +216,7 @@ func TestHistoryReplacesWhatAPatchCannotSay(t *testing.T) {
 	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 	f.sync("10.244.0.5")
 	f.onPodDelete(p)
+	f.read()
 	f.h.Moved(p, nil, held(p), nil)
 	f.sync("10.244.0.5")
 	f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
