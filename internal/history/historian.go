@@ -142,13 +142,13 @@ type seenAt struct {
 func (s seenAt) back() bool { return !s.again.IsZero() && s.lastEnd.Before(s.again) }
 
 // raise makes t the bound of each change s has seen late and bounded
-// earlier, short of the time it was seen.
+// earlier, short of the time it was seen: it stays a change seen late.
 func (s *seenAt) raise(t time.Time) {
 	for _, c := range []struct{ after, seen *time.Time }{{&s.startAfter, &s.start}, {&s.endAfter, &s.end}, {&s.againAfter, &s.again}} {
 		if !c.after.IsZero() && c.after.Before(t) {
 			*c.after = t
-			if c.seen.Before(t) {
-				*c.after = *c.seen
+			if !t.Before(*c.seen) {
+				*c.after = c.seen.Add(-time.Nanosecond)
 			}
 		}
 	}

@@ -90,6 +90,41 @@ func TestHistoryStandbyChangesAreBounded(t *testing.T) {
 	}
 }
 
+// TestHistoryStandbyKeepsTheLastLeadersHold checks a hold the last leader
+// wrote, which a standby also saw start and end at times of its own: the
+// new leader closes that hold and adds no second one from its own view
+// (the truth test's seed 658987367584 found such a twin, ending exactly
+// when the standby saw it, seconds after the pod was gone).
+func TestHistoryStandbyKeepsTheLastLeadersHold(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5") // the last leader's hold, from start
+
+	// This replica, a standby, saw the pod a second later and its end late.
+	f.h.active.Store(false)
+	f.h.listed = func() bool { return true }
+	f.h.mu.Lock()
+	clear(f.h.seen)
+	f.h.records = map[string]Record{}
+	f.h.mu.Unlock()
+	f.late = true
+	f.now = start.Add(time.Second)
+	f.h.Moved(nil, p, nil, held(p))
+	f.now = start.Add(20 * time.Second)
+	f.onPodDelete(p)
+	f.now = start.Add(30 * time.Second)
+	f.provenUntil(start.Add(-10 * time.Second))
+	f.h.since = f.now
+	f.h.activate()
+	f.sync("10.244.0.5")
+
+	holds := f.cached("10.244.0.5").Holders
+	if len(holds) != 1 || !holds[0].From.Time.Equal(start) || holds[0].To == nil || holds[0].EndedAfter == nil {
+		t.Errorf("holds = %+v, want the last leader's from %v, ended in an interval", holds, start)
+	}
+}
+
 // TestHistoryProvesOnlyWhatIsWritten checks the coverage: it is extended
 // to a time only once the pod handlers have processed everything the
 // informer was given up to that time's resourceVersion and every change

@@ -223,8 +223,8 @@ func lastFrom(s seenAt) time.Time {
 // addBrief records the holds that started and ended between two reconciles
 // of the address (a Job's pod that finished within a moment, an address
 // passed on at once, a pod that let go of it and is back): seen both
-// starting and ending, and not recorded yet (an earlier reconcile may have
-// opened it). Those that find MaxHolds open are counted in refused.
+// starting and ending, and not recorded yet. Those that find MaxHolds
+// open are counted in refused.
 func (h *Historian) addBrief(o *IPHistory, seen map[slim.UID]seenAt, refused *overflowStart) bool {
 	changed := false
 	for uid, s := range seen {
@@ -232,17 +232,20 @@ func (h *Historian) addBrief(o *IPHistory, seen map[slim.UID]seenAt, refused *ov
 		if s.start.IsZero() || s.end.IsZero() || s.end.Before(s.start) {
 			continue
 		}
-		hold := Hold{Namespace: s.namespace, Pod: s.pod, PodUID: id, Node: s.node}
-		startOf(&hold, s.start, s.startAfter)
-		from := floor(hold.From.Time)
-		if slices.ContainsFunc(o.Holders, func(x Hold) bool { return x.PodUID == id && x.From.Equal(&from) }) {
+		// A hold of the pod that began by the end of this one records it
+		// already (an earlier reconcile's, or the last leader's, whose
+		// times may differ from what this replica saw); one that began
+		// after is the pod's since it came back.
+		at, after := endOf(s)
+		if slices.ContainsFunc(o.Holders, func(x Hold) bool { return x.PodUID == id && !x.From.Time.After(at) }) {
 			continue
 		}
+		hold := Hold{Namespace: s.namespace, Pod: s.pod, PodUID: id, Node: s.node}
+		startOf(&hold, s.start, s.startAfter)
 		if !Open(o, hold) {
 			refused.take(hold.From.Time)
 			continue
 		}
-		at, after := endOf(s)
 		if Close(o, id, at, after) {
 			changed = true
 		}
