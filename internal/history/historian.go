@@ -750,7 +750,7 @@ func (h *Historian) heldFrom(addr, name string, id slim.UID) (time.Time, bool) {
 	defer h.mu.Unlock()
 	s := h.seen[addr][id]
 	if from := lastFrom(s); !from.IsZero() {
-		return time.Unix(from.Unix(), 0), true
+		return floor(from).Time, true // as its write will record it
 	}
 	r := h.records[name]
 	for i := len(r.Holds) - 1; i >= 0; i-- {

@@ -116,18 +116,14 @@ const proveWait = 2 * time.Minute
 // lead, and only these reads show that its watch delivered each change in
 // time (see changedAfter). Without the history it returns at once.
 func (h *Historian) ReadVersions(ctx context.Context) {
-	if h != nil {
-		h.probeLoop(ctx, probeEvery)
+	if h == nil {
+		return
 	}
-}
-
-// probeLoop reads the pods' resourceVersion every period until ctx ends.
-func (h *Historian) probeLoop(ctx context.Context, period time.Duration) {
 	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
 		if _, err := h.probeNow(ctx); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).V(2).Info("Reading the pods' resourceVersion", "err", err)
 		}
-	}, period)
+	}, probeEvery)
 }
 
 // proveLoop extends the coverage every period until ctx ends; its writes
