@@ -208,7 +208,7 @@ func loadFile(path, namespace string, notes io.Writer) (*enrich.Builder, time.Ti
 			b = enrich.NewBuilder(namespace, covs)
 		}
 	}
-	err = eachItem(bufio.NewReaderSize(f, 1<<20), func(it *savedItem) {
+	err = eachItem(f, func(it *savedItem) {
 		n++
 		switch it.Kind {
 		case history.CoverageKind:
@@ -259,13 +259,28 @@ func coverageNames(namespace string) string {
 }
 
 // eachItem calls each with every item of a List, decoding one at a time,
-// or with the one object the file holds.
-func eachItem(r io.Reader, each func(*savedItem)) error {
+// or with the one object the file holds. A List is framed by scanList;
+// what it does not frame is read again from the start by decodeList.
+func eachItem(f io.ReadSeeker, each func(*savedItem)) error {
+	r := bufio.NewReaderSize(f, 1<<20)
+	if err := scanList(r, each); !errors.Is(err, errNotScanned) {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	r.Reset(f)
+	return decodeList(r, each)
+}
+
+// decodeList is eachItem the standard way, token by token.
+func decodeList(r io.Reader, each func(*savedItem)) error {
 	d := json.NewDecoder(r)
 	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
 		return fmt.Errorf("not a JSON object (%v)", err)
 	}
 	var single map[string]json.RawMessage
+	listed := false
 	for d.More() {
 		tok, err := d.Token()
 		if err != nil {
@@ -285,20 +300,29 @@ func eachItem(r io.Reader, each func(*savedItem)) error {
 		if tok, err := d.Token(); err != nil || tok != json.Delim('[') {
 			return fmt.Errorf("items is not a list (%v)", err)
 		}
-		if err := decodeItems(d, each); err != nil {
+		listed = true
+		next := func() ([]byte, error) {
+			if !d.More() {
+				return nil, io.EOF
+			}
+			var raw json.RawMessage
+			err := d.Decode(&raw)
+			return raw, err
+		}
+		if err := decodeItems(next, each); err != nil {
 			return err
 		}
 		if _, err := d.Token(); err != nil {
 			return err
 		}
 	}
-	if _, ok := single["kind"]; ok && single["items"] == nil {
+	if _, ok := single["kind"]; ok && !listed {
 		raw, err := json.Marshal(single)
 		if err != nil {
 			return err
 		}
 		var it savedItem
-		if err := json.Unmarshal(raw, &it); err != nil {
+		if err := decodeItem(raw, &it); err != nil {
 			return err
 		}
 		each(&it)
@@ -310,18 +334,18 @@ func eachItem(r io.Reader, each func(*savedItem)) error {
 // another, handed on in order. The first item that cannot be read
 // (readErr) or decoded (err) ends it: items holds those before it.
 type itemBatch struct {
-	raw          []json.RawMessage
+	raw          [][]byte
 	items        []savedItem
 	readErr, err error
 	done         chan struct{}
 }
 
-// decodeItems calls each with the items of the list d is in, in order,
-// up to the first that cannot be read. Decoding an item into its type is
-// most of the work of reading a saved history, and items depend on no
-// other: one goroutine reads them, as many as there are cores decode
-// them, in batches.
-func decodeItems(d *json.Decoder, each func(*savedItem)) error {
+// decodeItems calls each with the items next returns, in order, up to
+// the first that cannot be read (next's error; io.EOF after the last).
+// Decoding an item into its type is most of the work of reading a saved
+// history, and items depend on no other: one goroutine reads them, as
+// many as there are cores decode them, in batches.
+func decodeItems(next func() ([]byte, error), each func(*savedItem)) error {
 	const batchSize = 64
 	workers := goruntime.GOMAXPROCS(0)
 	work, order := make(chan *itemBatch, workers), make(chan *itemBatch, 2*workers)
@@ -333,7 +357,7 @@ func decodeItems(d *json.Decoder, each func(*savedItem)) error {
 				b.items = make([]savedItem, 0, len(b.raw))
 				for i := range b.raw {
 					var it savedItem
-					if b.err = json.Unmarshal(b.raw[i], &it); b.err != nil {
+					if b.err = decodeItem(b.raw[i], &it); b.err != nil {
 						break
 					}
 					b.items = append(b.items, it)
@@ -346,11 +370,16 @@ func decodeItems(d *json.Decoder, each func(*savedItem)) error {
 	go func() {
 		defer close(work)
 		defer close(order)
-		for d.More() {
+		for last := false; !last; {
 			b := &itemBatch{done: make(chan struct{})}
-			for len(b.raw) < batchSize && d.More() && b.readErr == nil {
-				var raw json.RawMessage
-				if b.readErr = d.Decode(&raw); b.readErr == nil {
+			for len(b.raw) < batchSize && !last {
+				raw, err := next()
+				switch {
+				case errors.Is(err, io.EOF):
+					last = true
+				case err != nil:
+					b.readErr, last = err, true
+				default:
 					b.raw = append(b.raw, raw)
 				}
 			}
@@ -360,9 +389,6 @@ func decodeItems(d *json.Decoder, each func(*savedItem)) error {
 				return
 			}
 			work <- b
-			if b.readErr != nil {
-				return
-			}
 		}
 	}()
 	defer close(stop)
