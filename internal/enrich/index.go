@@ -81,6 +81,11 @@ type Index struct {
 	entries []entry
 	holds   []hold
 	pods    []podText
+	// text holds the pods' texts, one after another in blocks of
+	// textBlock bytes: a holder written reads one place in memory, the
+	// pods are not objects of their own for the garbage collector, and
+	// no more than a block is allocated ahead.
+	text    [][]byte
 	current map[netip.Addr]string
 	// absent is the start of the history of an address without IPHistory.
 	absent [maxCoverages]int64
@@ -250,64 +255,89 @@ func v4Key(a netip.Addr) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
+// textBlock is the size of a block of Index.text. A field of a pod's
+// text is at most maxField bytes long (the longest name Kubernetes
+// allows; a longer one, from a trail line, is cut), so a text fits in a
+// block.
+const (
+	textBlock = 32 << 10
+	maxField  = 253
+)
+
 // pod returns the index of a pod, by UID, adding it once.
 func (b *Builder) pod(namespace, name string, uid types.UID, node string) uint32 {
 	if id, ok := b.podIDs[uid]; ok {
 		return id
 	}
-	id := uint32(len(b.ix.pods))
-	b.ix.pods = append(b.ix.pods, newPodText(namespace, name, string(uid), node))
-	b.podIDs[uid] = id
-	return id
-}
-
-// podText is a pod as one string, "namespace pod uid node" with "-" for
-// an empty field, as the text columns print it: one read of memory per
-// holder written, and less memory than four strings.
-type podText struct {
-	text string
-	ends [3]uint16 // the end of each of the first three fields
-}
-
-func newPodText(fields ...string) podText {
-	var p podText
+	fields := [4]string{namespace, name, string(uid), node}
+	n := len(fields) - 1
 	for i, f := range fields {
 		if f == "" {
 			f = "-"
 		}
+		fields[i] = f[:min(len(f), maxField)]
+		n += len(fields[i])
+	}
+	blocks := b.ix.text
+	if len(blocks) == 0 || len(blocks[len(blocks)-1])+n > textBlock {
+		blocks = append(blocks, make([]byte, 0, textBlock))
+	}
+	last := len(blocks) - 1
+	text := blocks[last]
+	p := podText{block: uint32(last), off: uint16(len(text)), n: uint16(n)}
+	for i, f := range fields {
 		if i > 0 {
-			p.text += " "
+			text = append(text, ' ')
 		}
-		p.text += f
+		text = append(text, f...)
 		if i < 3 {
-			p.ends[i] = uint16(len(p.text))
+			p.ends[i] = uint16(len(text)) - p.off
 		}
 	}
-	return p
+	blocks[last], b.ix.text = text, blocks
+	id := uint32(len(b.ix.pods))
+	b.ix.pods = append(b.ix.pods, p)
+	b.podIDs[uid] = id
+	return id
 }
 
-// column returns field i: namespace, pod, uid, node ("-" when empty).
-func (p *podText) column(i int) string {
-	start, end := 0, len(p.text)
+// podText is a pod as text in Index.text, "namespace pod uid node" with
+// "-" for an empty field, as the text columns print it.
+type podText struct {
+	block  uint32
+	off, n uint16
+	ends   [3]uint16 // the end of each of the first three fields
+}
+
+// podText returns pod id's text.
+func (ix *Index) podText(id uint32) []byte {
+	p := &ix.pods[id]
+	return ix.text[p.block][p.off : p.off+p.n]
+}
+
+// column returns field i of pod id: namespace, pod, uid, node ("-" when
+// empty).
+func (ix *Index) column(id uint32, i int) string {
+	p := &ix.pods[id]
+	start, end := 0, int(p.n)
 	if i > 0 {
 		start = int(p.ends[i-1]) + 1
 	}
 	if i < 3 {
 		end = int(p.ends[i])
 	}
-	return p.text[start:end]
+	return string(ix.text[p.block][int(p.off)+start : int(p.off)+end])
 }
 
 // Pod returns the pod an Answer names by index.
 func (ix *Index) Pod(id uint32) Pod {
-	p := &ix.pods[id]
 	empty := func(s string) string {
 		if s == "-" {
 			return ""
 		}
 		return s
 	}
-	return Pod{Namespace: empty(p.column(0)), Name: p.column(1), UID: types.UID(p.column(2)), Node: empty(p.column(3))}
+	return Pod{Namespace: empty(ix.column(id, 0)), Name: ix.column(id, 1), UID: types.UID(ix.column(id, 2)), Node: empty(ix.column(id, 3))}
 }
 
 // Addresses is how many addresses the Index knows a hold of.

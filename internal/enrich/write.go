@@ -12,8 +12,14 @@ import (
 func (e *Enricher) writeColumns(sep byte, a *Answer) {
 	if sep == ' ' && len(a.Holders) == 1 {
 		e.out.WriteByte(' ')
-		e.out.WriteString(e.ix.pods[a.Holders[0]].text)
+		e.out.Write(e.ix.podText(a.Holders[0]))
 		e.out.WriteByte(' ')
+		e.out.WriteString(a.Match.String())
+		return
+	}
+	if sep == ' ' && len(a.Holders) == 0 && a.Current == "" {
+		// Most answers of a flow log: addresses outside the pods'.
+		e.out.WriteString(" - - - - ")
 		e.out.WriteString(a.Match.String())
 		return
 	}
@@ -35,11 +41,11 @@ func (e *Enricher) column(a *Answer, col int) string {
 	case len(a.Holders) == 0:
 		return "-"
 	case len(a.Holders) == 1:
-		return e.ix.pods[a.Holders[0]].column(col)
+		return e.ix.column(a.Holders[0], col)
 	}
 	parts := make([]string, len(a.Holders))
 	for i, id := range a.Holders {
-		parts[i] = e.ix.pods[id].column(col)
+		parts[i] = e.ix.column(id, col)
 	}
 	return strings.Join(parts, ",")
 }
