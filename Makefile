@@ -108,7 +108,7 @@ FUZZTIME ?= 5000x
 FUZZ_TARGETS := .:FuzzDesiredMirror .:FuzzMirrorChanged .:FuzzApplyDesired .:FuzzDecodePodToIp .:FuzzCacheDecoderMatchesStandard \
 	.:FuzzEncodeMirrorMatchesStandard ./internal/kubeclient:FuzzScanWrittenMeta ./internal/jsonscan:FuzzCursorMatchesEncodingJSON ./internal/jsonscan:FuzzFramer \
 	./internal/addr:FuzzCanonical ./internal/slim:FuzzUID ./internal/conflicts:FuzzHolderIndex ./internal/history:FuzzNameRoundTrip ./internal/history:FuzzOperations ./internal/history:FuzzPatch \
-	./internal/enrich:FuzzAWS ./internal/enrich:FuzzGCP ./internal/enrich:FuzzJSONL ./internal/enrich:FuzzCSV ./cmd/kubectl-ptp:FuzzDecodeItemMatchesStandard
+	./internal/enrich:FuzzAWS ./internal/enrich:FuzzGCP ./internal/enrich:FuzzJSONL ./internal/enrich:FuzzCSV ./internal/enrich:FuzzDecodeItemMatchesStandard
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZTIME (5000 inputs); a crasher is written to testdata/fuzz/ and fails the run (keep it as a regression seed).

@@ -1,6 +1,7 @@
 // Package enrich names the pod behind every address of a flow log, at the
 // flow's own time: kubectl ptp enrich. It reads the history of addresses
-// once (the IPHistories, their coverage, the trail) into an Index, then
+// once (the IPHistories, their coverage, the trail; from the cluster or a
+// saved list, ReadSaved) into an Index, then
 // streams records through it: memory grows with the history, never with
 // the input.
 //

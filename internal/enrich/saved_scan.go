@@ -1,4 +1,4 @@
-package main
+package enrich
 
 import (
 	"bufio"
@@ -21,16 +21,16 @@ import (
 // fields, escapes, a time in another form, a key that matches a field
 // only without regard to case) is decoded the standard way, which also
 // words the errors.
-func decodeItem(raw []byte, it *savedItem) error {
+func decodeItem(raw []byte, it *SavedItem) error {
 	if scanItem(jsonscan.New(raw), raw, it) {
 		return nil
 	}
-	*it = savedItem{}
+	*it = SavedItem{}
 	return json.Unmarshal(raw, it)
 }
 
 // savedItemKeys and savedHoldKeys are the keys encoding/json reads into a
-// savedItem and a savedHold: a key equal to one of them but for case is
+// SavedItem and a SavedHold: a key equal to one of them but for case is
 // read by it, so scanItem declines it rather than skip it.
 var (
 	savedItemKeys = []string{"kind", "metadata", "address", "holders", "recordedFrom", "overflow", "namespace", "retention", "intervals", "status", "spec"}
@@ -49,8 +49,8 @@ func foldsTo(key []byte, names []string) bool {
 
 // scanItem reads an item with an IPHistory's fields into it, as far as
 // the index reads them (the kind, metadata.creationTimestamp, address,
-// holders, recordedFrom); false on any other field of a savedItem.
-func scanItem(c *jsonscan.Cursor, raw []byte, it *savedItem) bool {
+// holders, recordedFrom); false on any other field of a SavedItem.
+func scanItem(c *jsonscan.Cursor, raw []byte, it *SavedItem) bool {
 	return c.Object(func(key []byte) (ok bool) {
 		switch string(key) {
 		case "kind":
@@ -114,13 +114,13 @@ func isInt(b []byte) bool {
 }
 
 // scanHolds reads an IPHistory's holders; null reads as nil.
-func scanHolds(c *jsonscan.Cursor) ([]savedHold, bool) {
+func scanHolds(c *jsonscan.Cursor) ([]SavedHold, bool) {
 	if c.Null() {
 		return nil, true
 	}
-	holds := []savedHold{}
+	holds := []SavedHold{}
 	ok := c.Array(func() bool {
-		var h savedHold
+		var h SavedHold
 		ok := c.Object(func(key []byte) (ok bool) {
 			var t *time.Time
 			switch string(key) {
@@ -190,7 +190,7 @@ func stampOf(t *time.Time) *stamp {
 }
 
 // errNotScanned is scanList declining a file before its first item:
-// eachItem then reads it the standard way.
+// ReadSaved then reads it the standard way.
 var errNotScanned = errors.New("not a list scanList reads")
 
 // scanList calls each with the items of a List, as decodeList does, but
@@ -199,7 +199,7 @@ var errNotScanned = errors.New("not a list scanList reads")
 // item's validity is its decoder's to check (decodeItem); the List's
 // other values are checked as JSON. A file that is not an object with a
 // key "items" whose value is an array is declined before any item.
-func scanList(r *bufio.Reader, each func(*savedItem)) error {
+func scanList(r *bufio.Reader, each func(*SavedItem)) error {
 	s := &listScanner{r: r}
 	listed := false
 	fail := func(err error) error {

@@ -1,4 +1,4 @@
-package main
+package enrich
 
 import (
 	"bufio"
@@ -43,7 +43,7 @@ func FuzzDecodeItemMatchesStandard(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		var got, want savedItem
+		var got, want SavedItem
 		gotErr := decodeItem(raw, &got)
 		wantErr := json.Unmarshal(raw, &want)
 		if (gotErr == nil) != (wantErr == nil) {
@@ -92,8 +92,8 @@ func TestScanListMatchesDecodeList(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var scanned, decoded []string
-			record := func(to *[]string) func(*savedItem) {
-				return func(it *savedItem) { *to = append(*to, fmt.Sprintf("%s %s %d", it.Kind, it.Address, len(it.Holders))) }
+			record := func(to *[]string) func(*SavedItem) {
+				return func(it *SavedItem) { *to = append(*to, fmt.Sprintf("%s %s %d", it.Kind, it.Address, len(it.Holders))) }
 			}
 			scanErr := scanList(bufioReader(tc.file), record(&scanned))
 			decodeErr := decodeList(strings.NewReader(tc.file), record(&decoded))
@@ -115,7 +115,7 @@ func TestScanListMatchesDecodeList(t *testing.T) {
 func TestEachItemReadsWhatScanListDeclines(t *testing.T) {
 	for _, file := range []string{`{"it\u0065ms":[` + scanSeeds[0] + `]}`, scanSeeds[0]} {
 		var n int
-		if err := eachItem(bytes.NewReader([]byte(file)), func(*savedItem) { n++ }); err != nil || n != 1 {
+		if err := ReadSaved(bytes.NewReader([]byte(file)), func(*SavedItem) { n++ }); err != nil || n != 1 {
 			t.Errorf("%.40s…: %d items, %v; want 1", file, n, err)
 		}
 	}
