@@ -37,12 +37,11 @@ type hold struct {
 	endedAfter, startedBefore int64 // never and always when unset
 }
 
-// entry is an address's holds, oldest first (Index.holds[off:off+n]
-// once built), and per coverage the earliest time its history answers
-// for (history.HistoryStart).
+// entry is an address's holds, oldest first (Index.holds[off:off+n]),
+// and per coverage the earliest time its history answers for
+// (history.HistoryStart).
 type entry struct {
 	off, n uint32
-	holds  []hold // while building
 	start  [maxCoverages]int64
 	// recorded says the address has an IPHistory: else start is that
 	// of an address without one, from the read time.
@@ -50,6 +49,15 @@ type entry struct {
 	// overflowFrom and overflowTo are its IPHistory's Overflow, [from,
 	// to) (to: never while it lasts); both 0 when it has none.
 	overflowFrom, overflowTo int64
+}
+
+// building is an address's entry while the Index is built, with its
+// holds, and the address.
+type building struct {
+	entry
+	holds []hold
+	v4    uint32
+	v6    netip.Addr // when not IPv4
 }
 
 // maxCoverages is how many coverages can vouch for one question: that of
@@ -72,15 +80,14 @@ type Index struct {
 	// coveredUntil is the latest end of a coverage: an open hold is
 	// certain only up to it. Zero when no coverage vouches for anything.
 	coveredUntil int64
-	// The addresses, IPv4 as a number, each the index of its entry: the
-	// hot path looks one up per field of every record, and entries, holds
-	// and pods lie in a few arrays the garbage collector need not scan
-	// one by one.
-	v4      map[uint32]uint32
-	v6      map[netip.Addr]uint32
-	entries []entry
-	holds   []hold
-	pods    []podText
+	// The addresses, IPv4 as a number, each with its entry in the map
+	// itself: the hot path looks one up per field of every record, and
+	// finds its holds in the next read. Entries, holds and pods lie in a
+	// few arrays and maps the garbage collector need not scan one by one.
+	v4    map[uint32]entry
+	v6    map[netip.Addr]entry
+	holds []hold
+	pods  []podText
 	// text holds the pods' texts, one after another in blocks of
 	// textBlock bytes: a holder written reads one place in memory, the
 	// pods are not objects of their own for the garbage collector, and
@@ -94,9 +101,13 @@ type Index struct {
 // Builder builds an Index from objects read one at a time, so that a list
 // of any length is never held whole.
 type Builder struct {
-	ix     *Index
-	podIDs map[types.UID]uint32
-	covs   []*history.IPHistoryCoverage
+	ix      *Index
+	podIDs  map[types.UID]uint32
+	entries []building
+	// The addresses, each the index of its entry in entries.
+	ids4 map[uint32]uint32
+	ids6 map[netip.Addr]uint32
+	covs []*history.IPHistoryCoverage
 }
 
 // NewBuilder starts an Index of the holders of namespace ("" for all),
@@ -104,8 +115,10 @@ type Builder struct {
 // so that what they vouch for is in them.
 func NewBuilder(namespace string, coverages []*history.IPHistoryCoverage) *Builder {
 	b := &Builder{
-		ix:     &Index{namespace: namespace, v4: map[uint32]uint32{}, v6: map[netip.Addr]uint32{}, current: map[netip.Addr]string{}},
+		ix:     &Index{namespace: namespace, v4: map[uint32]entry{}, v6: map[netip.Addr]entry{}, current: map[netip.Addr]string{}},
 		podIDs: map[types.UID]uint32{},
+		ids4:   map[uint32]uint32{},
+		ids6:   map[netip.Addr]uint32{},
 	}
 	for _, c := range coverages {
 		if !history.CoversNamespace(c, namespace) || len(c.Intervals) == 0 || len(b.covs) == maxCoverages {
@@ -201,19 +214,26 @@ func (b *Builder) Build(now time.Time) *Index {
 		b.ix.absent[i] = start.UnixNano()
 	}
 	n := 0
-	for i := range b.ix.entries {
-		n += len(b.ix.entries[i].holds)
+	for i := range b.entries {
+		n += len(b.entries[i].holds)
 	}
 	b.ix.holds = make([]hold, 0, n)
-	for i := range b.ix.entries {
-		b.finish(&b.ix.entries[i])
+	b.ix.v4, b.ix.v6 = make(map[uint32]entry, len(b.ids4)), make(map[netip.Addr]entry, len(b.ids6))
+	for i := range b.entries {
+		e := &b.entries[i]
+		b.finish(e)
+		if e.v6.IsValid() {
+			b.ix.v6[e.v6] = e.entry
+		} else {
+			b.ix.v4[e.v4] = e.entry
+		}
 	}
-	b.podIDs = nil
+	b.podIDs, b.entries, b.ids4, b.ids6 = nil, nil, nil, nil
 	return b.ix
 }
 
 // finish moves e's holds, oldest first, into the Index's array.
-func (b *Builder) finish(e *entry) {
+func (b *Builder) finish(e *building) {
 	if !e.recorded {
 		e.start = b.ix.absent
 	}
@@ -225,29 +245,31 @@ func (b *Builder) finish(e *entry) {
 
 // entry returns the entry of an address, adding it; nil for what is not
 // an address.
-func (b *Builder) entry(address string) *entry {
+func (b *Builder) entry(address string) *building {
 	a, err := netip.ParseAddr(address)
 	if err != nil {
 		return nil
 	}
 	a = a.Unmap()
-	next := uint32(len(b.ix.entries))
+	next := uint32(len(b.entries))
+	e := building{}
 	var i uint32
 	var ok bool
 	if a.Is4() {
-		if i, ok = b.ix.v4[v4Key(a)]; !ok {
-			i, b.ix.v4[v4Key(a)] = next, next
+		e.v4 = v4Key(a)
+		if i, ok = b.ids4[e.v4]; !ok {
+			i, b.ids4[e.v4] = next, next
 		}
 	} else {
-		a = a.WithZone("")
-		if i, ok = b.ix.v6[a]; !ok {
-			i, b.ix.v6[a] = next, next
+		e.v6 = a.WithZone("")
+		if i, ok = b.ids6[e.v6]; !ok {
+			i, b.ids6[e.v6] = next, next
 		}
 	}
 	if !ok {
-		b.ix.entries = append(b.ix.entries, entry{})
+		b.entries = append(b.entries, e)
 	}
-	return &b.ix.entries[i]
+	return &b.entries[i]
 }
 
 func v4Key(a netip.Addr) uint32 {
@@ -339,6 +361,3 @@ func (ix *Index) Pod(id uint32) Pod {
 	}
 	return Pod{Namespace: empty(ix.column(id, 0)), Name: ix.column(id, 1), UID: types.UID(ix.column(id, 2)), Node: empty(ix.column(id, 3))}
 }
-
-// Addresses is how many addresses the Index knows a hold of.
-func (ix *Index) Addresses() int { return len(ix.v4) + len(ix.v6) }

@@ -73,24 +73,23 @@ type found struct {
 // nanoseconds) into a. An address not in canonical form is canonicalized.
 func (ix *Index) Lookup(address []byte, from, to int64, a *Answer) {
 	a.Match, a.Holders, a.Current, a.found = None, a.Holders[:0], "", a.found[:0]
-	var i uint32
+	var e entry
 	ok := false
 	k4, is4 := parseIPv4(address)
 	var ip netip.Addr
 	if is4 {
-		i, ok = ix.v4[k4]
+		e, ok = ix.v4[k4]
 	} else if p, err := netip.ParseAddr(string(address)); err == nil {
 		if ip = p.Unmap().WithZone(""); ip.Is4() {
-			i, ok = ix.v4[v4Key(ip)]
+			e, ok = ix.v4[v4Key(ip)]
 		} else {
-			i, ok = ix.v6[ip]
+			e, ok = ix.v6[ip]
 		}
 	}
 	start, overflow := ix.absent, false
 	if ok {
-		e := &ix.entries[i]
 		start = e.start
-		ix.collect(e, from, to, a)
+		ix.collect(&e, from, to, a)
 		// history.WhoHad: a time in the Overflow is not covered.
 		overflow = e.overflowTo != 0 && max(from, e.overflowFrom) < e.overflowTo && e.overflowFrom <= to
 	}
