@@ -220,20 +220,20 @@ func scanList(r *bufio.Reader, each func(*SavedItem)) error {
 		if err != nil {
 			return fail(err)
 		}
-		isItems := string(key) == `"items"`
+		name := string(key) // s.buf holds the next value
 		if b, err = s.ws(); err != nil || b != ':' {
 			return fail(syntaxError(b, err, "':' after an object key"))
 		}
 		if b, err = s.ws(); err != nil {
 			return fail(syntaxError(b, err, "a value"))
 		}
-		if isItems && b == '[' {
+		if name == `"items"` && b == '[' {
 			listed, s.items = true, 0
 			if err := decodeItems(s.item, each); err != nil {
 				return err
 			}
 		} else if v, err := s.value(b); err != nil || !json.Valid(v) {
-			return fail(fmt.Errorf("the value of %s is not valid JSON (%v)", key, err))
+			return fail(fmt.Errorf("the value of %s is not valid JSON (%v)", name, err))
 		}
 		switch b, err = s.ws(); {
 		case err == nil && b == ',':
