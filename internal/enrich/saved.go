@@ -77,9 +77,9 @@ func (s *stamp) time() *metav1.Time {
 }
 
 // ReadSaved calls each with every item of a saved List, decoding one at a
-// time,
-// or with the one object the file holds. A List is framed by scanList;
-// what it does not frame is read again from the start by decodeList.
+// time, or with the one object the file holds. A List is framed by
+// scanList; what it does not frame is read again from the start by
+// decodeList.
 func ReadSaved(f io.ReadSeeker, each func(*SavedItem)) error {
 	r := bufio.NewReaderSize(f, 1<<20)
 	if err := scanList(r, each); !errors.Is(err, errNotScanned) {
