@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -222,18 +221,12 @@ func uid(c *jsonscan.Cursor) (types.UID, bool) {
 }
 
 // timestamp reads a metav1.Time as the API server writes it (RFC 3339, in
-// seconds); null reads as nil. Any other form is declined.
+// seconds) and as metav1.Time decodes it, in the local zone; null reads
+// as nil. Any other form is declined.
 func timestamp(c *jsonscan.Cursor) (*metav1.Time, bool) {
-	if c.Null() {
-		return nil, true
-	}
-	s, ok := c.Str()
-	if !ok {
-		return nil, false
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return nil, false
+	t, ok := c.Time()
+	if !ok || t == nil {
+		return nil, ok
 	}
 	return &metav1.Time{Time: t.Local()}, true
 }

@@ -63,7 +63,7 @@ func scanItem(c *jsonscan.Cursor, raw []byte, it *SavedItem) bool {
 			it.Holders, ok = scanHolds(c)
 		case "recordedFrom":
 			var t *time.Time
-			t, ok = scanTime(c)
+			t, ok = c.Time()
 			it.RecordedFrom = metaTime(t)
 		default:
 			ok = !foldsTo(key, savedItemKeys) && c.Skip()
@@ -84,7 +84,7 @@ func scanMeta(c *jsonscan.Cursor, raw []byte, meta *metav1.ObjectMeta) bool {
 		switch string(key) {
 		case "creationTimestamp":
 			var t *time.Time
-			if t, ok = scanTime(c); ok && t != nil {
+			if t, ok = c.Time(); ok && t != nil {
 				meta.CreationTimestamp = *metaTime(t)
 			}
 		case "name", "namespace", "uid", "resourceVersion", "generateName", "selfLink":
@@ -136,18 +136,18 @@ func scanHolds(c *jsonscan.Cursor) ([]SavedHold, bool) {
 				h.Node, ok = c.Str()
 			case "from":
 				// Never null: the standard way says what is wrong.
-				t, ok = scanTime(c)
+				t, ok = c.Time()
 				if ok = ok && t != nil; ok {
 					h.From = stamp{Time: *t}
 				}
 			case "to":
-				t, ok = scanTime(c)
+				t, ok = c.Time()
 				h.To = stampOf(t)
 			case "endedAfter":
-				t, ok = scanTime(c)
+				t, ok = c.Time()
 				h.EndedAfter = stampOf(t)
 			case "startedBefore":
-				t, ok = scanTime(c)
+				t, ok = c.Time()
 				h.StartedBefore = stampOf(t)
 			default:
 				ok = !foldsTo(key, savedHoldKeys) && c.Skip()
@@ -158,19 +158,6 @@ func scanHolds(c *jsonscan.Cursor) ([]SavedHold, bool) {
 		return ok
 	})
 	return holds, ok
-}
-
-// scanTime reads an RFC 3339 time; null reads as nil.
-func scanTime(c *jsonscan.Cursor) (*time.Time, bool) {
-	if c.Null() {
-		return nil, true
-	}
-	s, ok := c.RawString()
-	if !ok {
-		return nil, false
-	}
-	t, err := time.Parse(time.RFC3339, string(s))
-	return &t, err == nil
 }
 
 // metaTime is t as metav1.Time decodes it, in the local zone.

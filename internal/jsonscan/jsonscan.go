@@ -5,7 +5,10 @@
 // (framing, envelope, object) and decodes every field by reflection.
 package jsonscan
 
-import "unicode/utf8"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // Cursor reads the JSON the API server writes, field by field, without
 // reflection and without building values the caller does not ask for: a
@@ -184,6 +187,20 @@ func (c *Cursor) Array(elem func() bool) bool {
 		}
 		return c.Consume(']')
 	}
+}
+
+// Time reads an RFC 3339 time as time.Parse gives it; null reads as nil.
+// Any other form is declined.
+func (c *Cursor) Time() (*time.Time, bool) {
+	if c.Null() {
+		return nil, true
+	}
+	s, ok := c.RawString()
+	if !ok {
+		return nil, false
+	}
+	t, err := time.Parse(time.RFC3339, string(s))
+	return &t, err == nil
 }
 
 // StrList reads an array of strings; null reads as nil, [] as an empty
