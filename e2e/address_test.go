@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -278,7 +279,8 @@ func TestAddressStoredByOlderAPIServer(t *testing.T) {
 const legacyCommit = "20b90fc488f870d7f09f10c7fd6ba3099ef309b9"
 
 // buildLegacy extracts legacyCommit from the repository and builds its
-// controller; it returns the binary and the CRD of that build.
+// controller against the current k8s.io release; it returns the binary and
+// the CRD of that build.
 func buildLegacy(t *testing.T) (binary, crd string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -300,13 +302,35 @@ func buildLegacy(t *testing.T) (binary, crd string) {
 	if err := untar.Wait(); err != nil {
 		t.Fatalf("extracting %s: %v", legacyCommit, err)
 	}
-	binary = filepath.Join(dir, "podtoip-controller-previous")
-	build := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", binary, ".")
-	build.Dir = dir
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the legacy build: %v\n%s", err, out)
+	// The legacy code is built against the k8s.io patch release of the
+	// current build. What it writes is its own code's doing, and its
+	// dependencies are then the packages the current build compiled: a
+	// tree of its own would cost minutes of both cores on a fresh machine.
+	version := goCmd(t, cp.Root, "list", "-m", "-f", "{{.Version}}", "k8s.io/client-go")
+	var get []string
+	for _, m := range []string{"k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go", "k8s.io/component-base"} {
+		get = append(get, m+"@"+version)
 	}
+	goCmd(t, dir, append([]string{"get"}, get...)...)
+	binary = filepath.Join(dir, "podtoip-controller-previous")
+	goCmd(t, dir, "build", "-trimpath", "-o", binary, ".")
 	return binary, filepath.Join(dir, "artifacts", "crd.yaml")
+}
+
+// goCmd runs the go command in dir and returns its trimmed output.
+func goCmd(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "go", args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+			stderr = exit.Stderr
+		}
+		t.Fatalf("go %s in %s: %v\n%s", strings.Join(args, " "), dir, err, stderr)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // TestAddressUpgradeFromLegacyShape: on a control plane of its own, the
