@@ -7,18 +7,24 @@
 # targets live there. The binary built with -c runs one target at a time
 # with the flags `go test` would give it, from the package's directory, so
 # that its seed corpus is read and a crasher is written under
-# testdata/fuzz/ there, and its generated corpus is kept where `go test
-# -fuzz` keeps it.
+# testdata/fuzz/ there.
 #
-# Usage: hack/fuzz.sh FUZZTIME pkg:Target...
+# The inputs it generates go to a directory of this run, removed at its end,
+# not to Go's cache: every run then starts from the committed seeds and does
+# the same work on any machine. (A kept corpus grows with each run, and each
+# run first replays all of it: on one machine the pass took 236 s against
+# about 110 s from the seeds.) FUZZ_CACHE=DIR keeps the corpus in DIR, for
+# longer runs that build on each other.
+#
+# Usage: [FUZZ_CACHE=DIR] hack/fuzz.sh FUZZTIME pkg:Target...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 fuzztime=$1
 shift
-cache=$($GO env GOCACHE)/fuzz
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
+cache=${FUZZ_CACHE:-$bin/corpus}
 
 built=""
 for t in "$@"; do
