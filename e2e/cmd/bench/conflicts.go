@@ -294,7 +294,7 @@ func benchNode(i int) *corev1.Node {
 			NodeInfo: corev1.NodeSystemInfo{
 				MachineID: fmt.Sprintf("%032x", i), SystemUUID: fmt.Sprintf("%032x", i+1), BootID: fmt.Sprintf("%032x", i+2),
 				KernelVersion: "6.8.0-1015", OSImage: "Ubuntu 24.04 LTS", ContainerRuntimeVersion: "containerd://2.0.0",
-				KubeletVersion: "v1.37.1", OperatingSystem: "linux", Architecture: "amd64",
+				KubeletVersion: "v1.37.2", OperatingSystem: "linux", Architecture: "amd64",
 			},
 		},
 	}
