@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -306,7 +305,7 @@ func buildLegacy(t *testing.T) (binary, crd string) {
 	// current build. What it writes is its own code's doing, and its
 	// dependencies are then the packages the current build compiled: a
 	// tree of its own would cost minutes of both cores on a fresh machine.
-	version := goCmd(t, cp.Root, "list", "-m", "-f", "{{.Version}}", "k8s.io/client-go")
+	version := strings.TrimSpace(string(goCmd(t, cp.Root, "list", "-m", "-f", "{{.Version}}", "k8s.io/client-go")))
 	var get []string
 	for _, m := range []string{"k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go", "k8s.io/component-base"} {
 		get = append(get, m+"@"+version)
@@ -317,20 +316,19 @@ func buildLegacy(t *testing.T) (binary, crd string) {
 	return binary, filepath.Join(dir, "artifacts", "crd.yaml")
 }
 
-// goCmd runs the go command in dir and returns its trimmed output.
-func goCmd(t *testing.T, dir string, args ...string) string {
+// goCmd runs the go command in dir, within ten minutes, and returns what
+// it printed to standard output.
+func goCmd(t *testing.T, dir string, args ...string) []byte {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), "go", args...)
+	cmd := exec.CommandContext(framework.CtxFor(t, 10*time.Minute), "go", args...)
 	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		var stderr []byte
-		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
-			stderr = exit.Stderr
-		}
-		t.Fatalf("go %s in %s: %v\n%s", strings.Join(args, " "), dir, err, stderr)
+		t.Fatalf("go %s in %s: %v\n%s", strings.Join(args, " "), dir, err, stderr.String())
 	}
-	return strings.TrimSpace(string(out))
+	return out
 }
 
 // TestAddressUpgradeFromLegacyShape: on a control plane of its own, the

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -74,14 +73,7 @@ func renderChart(t *testing.T) string {
 // renderRelease runs the program pkg of hack/release with args, and
 // returns the file it wrote what the program printed to.
 func renderRelease(t *testing.T, pkg string, args ...string) string {
-	cmd := exec.CommandContext(framework.CtxFor(t, 10*time.Minute), "go", append([]string{"run", pkg}, args...)...)
-	cmd.Dir = filepath.Join(cp.Root, "hack", "release")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go run %s %s (hack/release): %v\n%s", pkg, strings.Join(args, " "), err, stderr.String())
-	}
+	out := goCmd(t, filepath.Join(cp.Root, "hack", "release"), append([]string{"run", pkg}, args...)...)
 	path := filepath.Join(t.TempDir(), "manifests.yaml")
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ IMAGE_ARCHS := amd64 arm64
 image: ## Build the container image for linux/amd64 and linux/arm64 as an OCI layout in _output/image (no Docker engine needed; see Dockerfile for docker build).
 	@set -e; for arch in $(IMAGE_ARCHS); do \
 		echo ">> linux/$$arch"; \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_BIN)/linux_$$arch/podtoip-controller . ; \
+		GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_BIN)/linux_$$arch/podtoip-controller . ; \
 	done
 	cd hack/image && $(GO) run . $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=$(CURDIR)/$(IMAGE_BIN)/linux_$(a)/podtoip-controller) \
 		-version $(VERSION) -out $(CURDIR)/$(IMAGE_OUT) -tag $(IMAGE_REPO):$(VERSION)

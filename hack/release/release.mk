@@ -23,8 +23,8 @@ dist: ## Write a release to dist/: archives of both binaries for linux and darwi
 	rm -rf $(DIST) $(DIST_BIN)
 	@set -e; for p in $(DIST_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; echo ">> $$os/$$arch"; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST_BIN)/$${os}_$${arch}/podtoip-controller . ; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST_BIN)/$${os}_$${arch}/kubectl-ptp ./cmd/kubectl-ptp ; \
+		GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST_BIN)/$${os}_$${arch}/podtoip-controller . ; \
+		GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST_BIN)/$${os}_$${arch}/kubectl-ptp ./cmd/kubectl-ptp ; \
 	done
 	$(RELEASE_MOD) $(GO) run ./dist -root $(CURDIR) -bin $(CURDIR)/$(DIST_BIN) -out $(CURDIR)/$(DIST) \
 		-version $(VERSION) -image $(IMAGE_REPO):$(VERSION) -release-url $(RELEASE_URL) -homepage $(HOMEPAGE)
