@@ -98,7 +98,7 @@ func coverageObject(name, namespace string, from, to time.Time) *unstructured.Un
 		TypeMeta:   metav1.TypeMeta{APIVersion: history.GroupVersion.String(), Kind: history.CoverageKind},
 		ObjectMeta: metav1.ObjectMeta{Name: name}, Namespace: namespace,
 		Retention: metav1.Duration{Duration: 24 * time.Hour}, Writer: "node-1_abc",
-		Intervals: []history.Interval{{From: metav1.NewTime(from.Truncate(time.Second)), To: metav1.NewTime(to.Truncate(time.Second))}},
+		Intervals: []history.Interval{{From: history.NewTime(from.Truncate(time.Second)), To: history.NewTime(to.Truncate(time.Second))}},
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cov)
 	if err != nil {

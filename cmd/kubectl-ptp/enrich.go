@@ -37,9 +37,9 @@ Each address is answered over the record's window widened by --skew: the
 holders' namespace, pod, pod UID and node, and a match word:
   certain      one pod held it, and the history vouches for the window
   handover     pods held it one after the other, all certain
-  uncertain    a start or end in the window was not observed, the
-               history does not vouch for all of it, or the answer is
-               from the trail
+  uncertain    the window meets the interval in which a start or an end
+               lies, or a pod's termination; the history does not vouch
+               for all of it; or the answer is from the trail
   conflict     two pods held it at once
   none         the history vouches for the window, and nobody held it
   not-covered  nobody found, and the history does not vouch for the window

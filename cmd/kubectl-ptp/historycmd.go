@@ -111,14 +111,18 @@ func printHolds(out io.Writer, holds []history.Match, open string) error {
 }
 
 // holdNote is the NOTE of a hold: whether it lasts (open says how far),
-// and when its start or end was not observed, between which times it lies.
+// between which times its start and its end lie (the interval in which
+// the writer saw each happen), and since when its pod was terminating.
 func holdNote(m history.Match, open string) string {
 	var note []string
 	if m.Uncertain {
 		note = append(note, "uncertain")
 	}
 	if m.StartedBefore != nil {
-		note = append(note, fmt.Sprintf("started between %s and %s, not observed", formatTime(m.From.Time), formatTime(m.StartedBefore.Time)))
+		note = append(note, fmt.Sprintf("started between %s and %s", formatTime(m.From.Time), formatTime(m.StartedBefore.Time)))
+	}
+	if m.TerminatingSince != nil {
+		note = append(note, "terminating since "+formatTime(m.TerminatingSince.Time))
 	}
 	switch {
 	case m.To == nil:

@@ -16,7 +16,7 @@ func TestHistory(t *testing.T) {
 	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
 		busyHistory(h)
 		open(h, "shop", "db-0", uidDB, "node-3", "12:30") // a conflict with old-1
-		h.Dropped, h.RecordedFrom = 3, &metav1.Time{Time: clock("08:30")}
+		h.Dropped, h.RecordedFrom = 3, &history.Time{Time: clock("08:30")}
 	})
 	out, errOut, code := runPtp(t, api, testNow, "history", "10.244.001.7")
 	wantOut := `NAMESPACE   POD      UID                                    NODE     FROM                   TO                     NOTE
@@ -78,7 +78,7 @@ func TestHistoryForbidden(t *testing.T) {
 }
 
 func TestHoldNote(t *testing.T) {
-	to, after := metav1.NewTime(clock("12:00")), metav1.NewTime(clock("11:00"))
+	to, after := history.NewTime(clock("12:00")), history.NewTime(clock("11:00"))
 	for _, tc := range []struct {
 		m    history.Match
 		want string
@@ -87,7 +87,8 @@ func TestHoldNote(t *testing.T) {
 		{history.Match{Hold: history.Hold{To: &to}}, ""},
 		{history.Match{Hold: history.Hold{To: &to, EndedAfter: &after}}, "ended between 2026-05-01T11:00:00Z and 2026-05-01T12:00:00Z"},
 		{history.Match{Hold: history.Hold{To: &to, EndedAfter: &after}, Uncertain: true}, "uncertain: ended between 2026-05-01T11:00:00Z and 2026-05-01T12:00:00Z"},
-		{history.Match{Hold: history.Hold{StartedBefore: &after}, Uncertain: true}, "uncertain: started between 0001-01-01T00:00:00Z and 2026-05-01T11:00:00Z, not observed: holds it now"},
+		{history.Match{Hold: history.Hold{StartedBefore: &after}, Uncertain: true}, "uncertain: started between 0001-01-01T00:00:00Z and 2026-05-01T11:00:00Z: holds it now"},
+		{history.Match{Hold: history.Hold{TerminatingSince: &after}, Uncertain: true}, "uncertain: terminating since 2026-05-01T11:00:00Z: holds it now"},
 	} {
 		if got := holdNote(tc.m, "holds it now"); got != tc.want {
 			t.Errorf("holdNote(%+v) = %q, want %q", tc.m, got, tc.want)
@@ -96,7 +97,7 @@ func TestHoldNote(t *testing.T) {
 }
 
 func TestHistoryNotes(t *testing.T) {
-	h := &history.IPHistory{Address: "10.244.1.7", RecordedFrom: &metav1.Time{Time: clock("08:00")}}
+	h := &history.IPHistory{Address: "10.244.1.7", RecordedFrom: &history.Time{Time: clock("08:00")}}
 	want := []string{"the history is complete from 2026-05-01T08:00:00Z: older holds are past the retention window"}
 	if got := historyNotes(h); !reflect.DeepEqual(got, want) {
 		t.Errorf("historyNotes = %q, want %q", got, want)

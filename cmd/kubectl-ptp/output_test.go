@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"example.com/podtoip-controller/internal/history"
 )
 
 func TestCheckOutput(t *testing.T) {
@@ -19,7 +19,7 @@ func TestCheckOutput(t *testing.T) {
 }
 
 func TestPrintObject(t *testing.T) {
-	since := metav1.NewTime(clock("09:00"))
+	since := history.NewTime(clock("09:00"))
 	res := &whoHasResult{TypeMeta: resultType("WhoHas"), Address: "10.244.1.7", Holders: []currentHolder{
 		{Namespace: "shop", Pod: "web-0", PodUID: uidWeb, Since: &since},
 		{Namespace: "shop", Pod: "x", PodUID: uidCart, HostNetwork: true},
@@ -60,7 +60,7 @@ func TestPrintObject(t *testing.T) {
 }
 
 func TestResultsCopyDeeply(t *testing.T) {
-	since := metav1.NewTime(clock("09:00"))
+	since := history.NewTime(clock("09:00"))
 	res := &whoHasResult{TypeMeta: resultType("WhoHas"), Address: "10.244.1.7", Holders: []currentHolder{{Pod: "a", Since: &since, ConflictsWith: []string{"Pod a/b"}}}}
 	c := res.DeepCopyObject().(*whoHasResult)
 	if !reflect.DeepEqual(c.Holders[0].ConflictsWith, res.Holders[0].ConflictsWith) || !c.Holders[0].Since.Equal(&since) {

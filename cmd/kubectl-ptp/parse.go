@@ -99,9 +99,13 @@ func parseAgo(s string) (time.Duration, bool) {
 	return days + d, true
 }
 
-// formatTime prints a time as the API does, RFC 3339 in UTC.
+// timeLayout prints a time to the millisecond the history keeps, without
+// a fraction when it is a whole second.
+const timeLayout = "2006-01-02T15:04:05.999Z07:00"
+
+// formatTime prints a time as RFC 3339 in UTC, to the millisecond.
 func formatTime(t time.Time) string {
-	return t.UTC().Format(time.RFC3339)
+	return t.UTC().Format(timeLayout)
 }
 
 // describeAt prints the time asked about, and how long ago it was.

@@ -40,8 +40,8 @@ the pod is listed as uncertain, "ended between A and B". A hold that
 lasts is certain only up to the last time the history is proven: after it,
 the pod is listed as uncertain, "holds it as of A". Two pods listed as
 certain held the address at once: a conflict, unless one let go of it and
-the other got it within one second (times are kept to the second, and both
-answer for that second).
+the other got it within one second (an IPHistory written before times were
+kept to the millisecond rounds them to the second, and both answer for it).
 
 With -o json|yaml it prints a WhoHad (apiVersion kubectl-ptp.example.com/v1):
 address, at, recorded (whether the address has a history), recordStart
@@ -67,14 +67,14 @@ from, to, endedAfter, startedBefore) with uncertain.
 // whoHadResult is what who-had prints with -o json|yaml.
 type whoHadResult struct {
 	metav1.TypeMeta `json:",inline"`
-	Address         string      `json:"address"`
-	At              metav1.Time `json:"at"`
+	Address         string       `json:"address"`
+	At              history.Time `json:"at"`
 	// Recorded is whether the address has an IPHistory.
 	Recorded bool `json:"recorded"`
 	// RecordStart is the earliest time the history answers for
 	// (history.RecordStart).
-	RecordStart *metav1.Time `json:"recordStart,omitempty"`
-	Dropped     int32        `json:"dropped,omitempty"`
+	RecordStart *history.Time `json:"recordStart,omitempty"`
+	Dropped     int32         `json:"dropped,omitempty"`
 	// Overflow is the IPHistory's: when more pods held the address than it
 	// keeps open holds for; At inside it is not covered.
 	Overflow *history.Overflow `json:"overflow,omitempty"`
@@ -83,8 +83,8 @@ type whoHadResult struct {
 	Covered bool `json:"covered"`
 	// CoveredFrom and CoveredUntil are the earliest and the latest time
 	// the history vouches for the address, with gaps possible between.
-	CoveredFrom  *metav1.Time    `json:"coveredFrom,omitempty"`
-	CoveredUntil *metav1.Time    `json:"coveredUntil,omitempty"`
+	CoveredFrom  *history.Time   `json:"coveredFrom,omitempty"`
+	CoveredUntil *history.Time   `json:"coveredUntil,omitempty"`
 	Holders      []history.Match `json:"holders"`
 }
 
@@ -181,21 +181,21 @@ func coverageObjects(reads []coverageRead) []*history.IPHistoryCoverage {
 }
 
 func newWhoHadResult(a address, at time.Time, h *history.IPHistory, ans history.Answer) *whoHadResult {
-	res := &whoHadResult{TypeMeta: resultType("WhoHad"), Address: a.canonical, At: metav1.NewTime(at), Holders: []history.Match{}, Covered: ans.Covered}
+	res := &whoHadResult{TypeMeta: resultType("WhoHad"), Address: a.canonical, At: history.NewTime(at), Holders: []history.Match{}, Covered: ans.Covered}
 	if h != nil {
 		res.Recorded, res.Dropped, res.Overflow = true, h.Dropped, h.Overflow
 		if start, ok := history.RecordStart(h); ok {
-			res.RecordStart = &metav1.Time{Time: start}
+			res.RecordStart = &history.Time{Time: start}
 		}
 	}
 	if ans.Matches != nil {
 		res.Holders = ans.Matches
 	}
 	if !ans.CoveredFrom.IsZero() {
-		res.CoveredFrom = &metav1.Time{Time: ans.CoveredFrom}
+		res.CoveredFrom = &history.Time{Time: ans.CoveredFrom}
 	}
 	if !ans.CoveredUntil.IsZero() {
-		res.CoveredUntil = &metav1.Time{Time: ans.CoveredUntil}
+		res.CoveredUntil = &history.Time{Time: ans.CoveredUntil}
 	}
 	return res
 }
@@ -217,7 +217,7 @@ func openNote(ans history.Answer, at time.Time) string {
 func togetherNote(holders []history.Match, address string, at time.Time) string {
 	switch certain := countCertain(holders); {
 	case certain > 1 && history.HandedOver(holders):
-		return fmt.Sprintf("%s passed from one pod to the next within the second of %s (times are kept to the second)", address, formatTime(at))
+		return fmt.Sprintf("%s passed from one pod to the next within a second of %s (histories written before times were kept to the millisecond round to the second)", address, formatTime(at))
 	case certain > 1:
 		return fmt.Sprintf("%d pods held %s at once at %s: a conflict", certain, address, formatTime(at))
 	}

@@ -45,7 +45,7 @@ func coverageJSON(namespace string, retention time.Duration, intervals ...string
 	c.Name, c.UID, c.ResourceVersion = history.CoverageName(namespace), "cov-uid", "11"
 	for _, s := range intervals {
 		from, to, _ := strings.Cut(s, "-")
-		c.Intervals = append(c.Intervals, history.Interval{From: metav1.NewTime(clockAt(from)), To: metav1.NewTime(clockAt(to))})
+		c.Intervals = append(c.Intervals, history.Interval{From: history.NewTime(clockAt(from)), To: history.NewTime(clockAt(to))})
 	}
 	data, err := json.Marshal(c)
 	if err != nil {
@@ -106,20 +106,19 @@ func TestWhoHadAConflict(t *testing.T) {
 }
 
 // TestWhoHadAHandover checks a pod that let go of the address and the next
-// that got it within one second: both answer for that second (times are
-// kept to the second), and that is said as a handover, not a conflict.
+// that got it within one second, both certain there (as an IPHistory kept
+// to the second says): that is said as a handover, not a conflict.
 func TestWhoHadAHandover(t *testing.T) {
 	api := newFakeAPI(t)
 	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
 		handover := clock("12:30")
 		open(h, "shop", "old-1", uidOld, "node-1", "12:00")
-		history.Close(h, types.UID(uidOld), handover.Add(500*time.Millisecond), nil) // kept as 12:30:01
-		history.Open(h, history.Hold{Namespace: "shop", Pod: "db-0", PodUID: uidDB, Node: "node-3",
-			From: metav1.NewTime(handover.Add(200 * time.Millisecond))}) // kept as 12:30:00
+		history.Close(h, types.UID(uidOld), handover.Add(time.Second), nil)
+		history.Open(h, history.Hold{Namespace: "shop", Pod: "db-0", PodUID: uidDB, Node: "node-3", From: history.NewTime(handover)})
 	})
 	api.coverages["all"] = provenAll
 	_, errOut, code := runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "12:30")
-	want := "note: 10.244.1.7 passed from one pod to the next within the second of 2026-05-01T12:30:00Z (times are kept to the second)\n"
+	want := "note: 10.244.1.7 passed from one pod to the next within a second of 2026-05-01T12:30:00Z (histories written before times were kept to the millisecond round to the second)\n"
 	if errOut != want || code != exitFound {
 		t.Errorf("who-had at a handover: stderr %q, exit %d; want %q", errOut, code, want)
 	}
@@ -138,7 +137,7 @@ func TestWhoHadNoHistory(t *testing.T) {
 	}
 	var res whoHadResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Recorded || res.Address != "fd00::1:7" || res.Holders == nil || len(res.Holders) != 0 ||
-		!res.At.Equal(&metav1.Time{Time: testNow.Add(-time.Hour)}) || res.Kind != "WhoHad" || res.Covered || res.CoveredFrom != nil || res.CoveredUntil != nil {
+		!res.At.Equal(&history.Time{Time: testNow.Add(-time.Hour)}) || res.Kind != "WhoHad" || res.Covered || res.CoveredFrom != nil || res.CoveredUntil != nil {
 		t.Errorf("who-had -o json: %v\n%s", err, out)
 	}
 	if !strings.Contains(out, `"covered": false`) {
@@ -154,7 +153,7 @@ func TestWhoHadNoHistory(t *testing.T) {
 	want = "nobody held fd00::1:7 at 2026-05-01T15:00:00Z (60m ago) (covered: the history vouches for it from 2026-05-01T07:00:00Z to 2026-05-01T15:59:50Z)\n"
 	res = whoHadResult{}
 	if err := json.Unmarshal([]byte(out), &res); err != nil || errOut != want || code != exitNotFound || !res.Covered ||
-		res.CoveredFrom == nil || !res.CoveredFrom.Equal(&metav1.Time{Time: clock("07:00")}) {
+		res.CoveredFrom == nil || !res.CoveredFrom.Equal(&history.Time{Time: clock("07:00")}) {
 		t.Errorf("who-had covered: %v, stderr %q, exit %d; want %q, exit 1\n%s", err, errOut, code, want, out)
 	}
 }
@@ -199,7 +198,7 @@ func TestWhoHadBeforeTheHistoryStarts(t *testing.T) {
 		// db-0 has held it since before the holds that were removed ended.
 		open(h, "shop", "db-0", uidDB, "node-3", "06:00")
 		h.Dropped = 12
-		h.RecordedFrom = &metav1.Time{Time: clock("08:00")}
+		h.RecordedFrom = &history.Time{Time: clock("08:00")}
 	})
 	api.coverages["all"] = provenAll
 	out, errOut, code := runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "07:00")
@@ -213,7 +212,7 @@ func TestWhoHadBeforeTheHistoryStarts(t *testing.T) {
 
 	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
 		busyHistory(h)
-		h.RecordedFrom = &metav1.Time{Time: clock("08:00")}
+		h.RecordedFrom = &history.Time{Time: clock("08:00")}
 	})
 	_, errOut, code = runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "07:00")
 	wantErr = "the history cannot vouch for 2026-05-01T07:00:00Z (9h ago): the history of 10.244.1.7 is complete from 2026-05-01T08:00:00Z: " +
@@ -230,8 +229,8 @@ func TestWhoHadInAnOverflow(t *testing.T) {
 	api := newFakeAPI(t)
 	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
 		busyHistory(h)
-		to := metav1.NewTime(clock("14:00"))
-		h.Overflow = &history.Overflow{From: metav1.NewTime(clock("11:45")), To: &to}
+		to := history.NewTime(clock("14:00"))
+		h.Overflow = &history.Overflow{From: history.NewTime(clock("11:45")), To: &to}
 	})
 	api.coverages["all"] = provenAll
 	out, errOut, code := runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "12:30", "-o", "json")
@@ -244,7 +243,7 @@ func TestWhoHadInAnOverflow(t *testing.T) {
 	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
 		open(h, "shop", "web-0", uidWeb, "node-2", "09:00")
 		closeAt(h, uidWeb, "10:00", "")
-		h.Overflow = &history.Overflow{From: metav1.NewTime(clock("11:45"))}
+		h.Overflow = &history.Overflow{From: history.NewTime(clock("11:45"))}
 	})
 	_, errOut, code = runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "12:30")
 	if !strings.Contains(errOut, "and it still does: some had no hold; who held 10.244.1.7 then is not recorded") || code != exitNotCovered {
@@ -285,7 +284,7 @@ func TestWhoHadHistoryNotServed(t *testing.T) {
 // one of them closed within it, are a handover in either order, and that
 // holds overlapping longer are not.
 func TestHandedOver(t *testing.T) {
-	at := func(s string) *metav1.Time { t := metav1.NewTime(clockAt(s)); return &t }
+	at := func(s string) *history.Time { t := history.NewTime(clockAt(s)); return &t }
 	hold := func(pod, from, to string) history.Match {
 		h := history.Hold{Namespace: "shop", Pod: pod, From: *at(from)}
 		if to != "" {

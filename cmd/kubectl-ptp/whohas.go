@@ -27,7 +27,7 @@ app.kubernetes.io/managed-by=podtoip-controller), in all namespaces unless
 SINCE is when the pod's hold started, from the address's IPHistory; it is
 <unknown> when there is none (the history is off, or the pod is
 hostNetwork, whose addresses are its node's) or it may not be read, and
-"between A and B" when the start was not observed. CONFLICT is true while
+"between A and B", the interval in which the start lies. CONFLICT is true while
 another pod, a Service or a Node holds an address of the pod; HOSTNETWORK
 is true for a pod that shares its node's address. TERMINATING is true for a
 pod being deleted that still holds the address: the next pod may hold it
@@ -36,7 +36,7 @@ stale, and never an answer.
 
 With -o json|yaml it prints a WhoHas (apiVersion kubectl-ptp.example.com/v1):
 address, and holders, each with namespace, pod, podUID, node, since (null
-when unknown), sinceBefore (set when the start was not observed: it lies
+when unknown), sinceBefore (set when the start is an interval: it lies
 between since and sinceBefore), hostNetwork, terminating, conflict and
 conflictsWith.
 
@@ -64,11 +64,11 @@ type currentHolder struct {
 	PodUID    string `json:"podUID"`
 	Node      string `json:"node,omitempty"`
 	// Since is when the hold started; null when unknown.
-	Since *metav1.Time `json:"since"`
+	Since *history.Time `json:"since"`
 	// SinceBefore is set when the start was not observed: it lies between
 	// Since and SinceBefore.
-	SinceBefore *metav1.Time `json:"sinceBefore,omitempty"`
-	HostNetwork bool         `json:"hostNetwork"`
+	SinceBefore *history.Time `json:"sinceBefore,omitempty"`
+	HostNetwork bool          `json:"hostNetwork"`
 	// Terminating is set while the pod is being deleted but still holds
 	// the address.
 	Terminating   bool     `json:"terminating"`

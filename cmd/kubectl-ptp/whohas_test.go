@@ -2,12 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"example.com/podtoip-controller/internal/history"
@@ -46,7 +46,7 @@ func historyJSON(address string, build func(h *history.IPHistory)) string {
 }
 
 func open(h *history.IPHistory, ns, pod, uid, node, from string) {
-	history.Open(h, history.Hold{Namespace: ns, Pod: pod, PodUID: types.UID(uid), Node: node, From: metav1.NewTime(clock(from))})
+	history.Open(h, history.Hold{Namespace: ns, Pod: pod, PodUID: types.UID(uid), Node: node, From: history.NewTime(clock(from))})
 }
 
 func closeAt(h *history.IPHistory, uid, at, endedAfter string) {
@@ -99,7 +99,7 @@ func TestWhoHasIPv6InANamespaceAsJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil || code != exitFound || errOut != "" {
 		t.Fatalf("who-has -o json: %v, exit %d, stderr %q:\n%s", err, code, errOut, out)
 	}
-	since := metav1.NewTime(clock("10:30"))
+	since := history.NewTime(clock("10:30"))
 	want := whoHasResult{TypeMeta: resultType("WhoHas"), Address: "fd00::1:7", Holders: []currentHolder{
 		{Namespace: "shop", Pod: "cart-2", PodUID: uidCart, Node: "node-1", Since: &since},
 	}}
@@ -180,8 +180,8 @@ func TestWhoHasStartNotObserved(t *testing.T) {
 	api := newFakeAPI(t)
 	api.lists["podIPv4=10.244.1.7"] = []string{mirrorJSON{namespace: "shop", pod: "web-0", uid: uidWeb, node: "node-2", ips: []string{"10.244.1.7"}}.String()}
 	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
-		found := metav1.NewTime(clock("09:10"))
-		history.Open(h, history.Hold{Namespace: "shop", Pod: "web-0", PodUID: uidWeb, Node: "node-2", From: metav1.NewTime(clock("09:00")), StartedBefore: &found})
+		found := history.NewTime(clock("09:10"))
+		history.Open(h, history.Hold{Namespace: "shop", Pod: "web-0", PodUID: uidWeb, Node: "node-2", From: history.NewTime(clock("09:00")), StartedBefore: &found})
 	})
 	out, errOut, code := runPtp(t, api, testNow, "who-has", "10.244.1.7")
 	want := `NAMESPACE   POD     NODE     SINCE                                                   CONFLICT   HOSTNETWORK   TERMINATING

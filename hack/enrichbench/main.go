@@ -40,9 +40,9 @@ func main() {
 
 func address(i int) string { return fmt.Sprintf("10.%d.%d.%d", 244+i>>16, i>>8&0xff, i&0xff) }
 
-func mt(t time.Time) metav1.Time { return metav1.NewTime(t.Truncate(time.Second)) }
+func mt(t time.Time) history.Time { return history.NewTime(t.Truncate(time.Second)) }
 
-func mtp(t time.Time) *metav1.Time {
+func mtp(t time.Time) *history.Time {
 	m := mt(t)
 	return &m
 }
@@ -76,7 +76,7 @@ func writeHistory(path string, rng *rand.Rand, n int, begin, end time.Time) erro
 		if err != nil {
 			return err
 		}
-		h.CreationTimestamp = mt(begin.Add(-time.Hour))
+		h.CreationTimestamp = metav1.NewTime(begin.Add(-time.Hour))
 		t := begin.Add(time.Duration(rng.IntN(3600)) * time.Second)
 		for k := range 1 + rng.IntN(8) {
 			uid := types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", i, k))

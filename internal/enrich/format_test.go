@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func fixture(t testing.TB) *Index {
 	web := &history.IPHistory{Address: "10.0.0.1", Holders: []history.Hold{{Namespace: "shop", Pod: "web", PodUID: "u-web", Node: "n1", From: at(0), To: ptr(100)}}}
 	db := &history.IPHistory{Address: "fd00::7", Holders: []history.Hold{{Namespace: "shop", Pod: "db", PodUID: "u-db", Node: "n2", From: at(50)}}}
 	for _, h := range []*history.IPHistory{web, db} {
-		h.CreationTimestamp = at(-3600)
+		h.CreationTimestamp = metav1.Time(at(-3600))
 		b.AddHistory(h)
 	}
 	b.AddCurrent("10.0.9.9", "node/n9")

@@ -173,6 +173,10 @@ func (b *Builder) AddHistory(h *history.IPHistory) {
 		if hd.StartedBefore != nil {
 			k.startedBefore = hd.StartedBefore.UnixNano()
 		}
+		if hd.TerminatingSince != nil {
+			// Uncertain from then, as history.At says.
+			k.endedAfter = min(k.endedAfter, hd.TerminatingSince.UnixNano())
+		}
 		e.holds = append(e.holds, k)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"sort"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"example.com/podtoip-controller/internal/history"
 )
 
@@ -216,9 +214,9 @@ func (ix *Index) conflict(fs []found) bool {
 
 // asHold is the part of a history.Hold that HandedOver reads.
 func (k *hold) asHold() history.Hold {
-	h := history.Hold{From: metav1.NewTime(time.Unix(0, k.from))}
+	h := history.Hold{From: history.NewTime(time.Unix(0, k.from))}
 	if k.to != never {
-		t := metav1.NewTime(time.Unix(0, k.to))
+		t := history.NewTime(time.Unix(0, k.to))
 		h.To = &t
 	}
 	return h

@@ -15,8 +15,8 @@ import (
 
 var t0 = time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 
-func at(s int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(s) * time.Second)) }
-func ptr(s int) *metav1.Time {
+func at(s int) history.Time { return history.NewTime(t0.Add(time.Duration(s) * time.Second)) }
+func ptr(s int) *history.Time {
 	t := at(s)
 	return &t
 }
@@ -33,7 +33,7 @@ func cov(retention time.Duration, ivs ...[2]int) *history.IPHistoryCoverage {
 // unobserved starts and ends, a removal bound and a creation time.
 func randomHistory(rng *rand.Rand) *history.IPHistory {
 	h := &history.IPHistory{Address: "10.0.0.1"}
-	h.CreationTimestamp = at(rng.IntN(40) - 20)
+	h.CreationTimestamp = metav1.Time(at(rng.IntN(40) - 20))
 	if rng.IntN(3) == 0 {
 		h.RecordedFrom = ptr(rng.IntN(40))
 	}
@@ -77,7 +77,7 @@ func oracle(h *history.IPHistory, covs []*history.IPHistoryCoverage, now time.Ti
 	}
 	for _, hd := range h.Holders {
 		add(hd.From.Time)
-		for _, t := range []*metav1.Time{hd.To, hd.EndedAfter, hd.StartedBefore} {
+		for _, t := range []*history.Time{hd.To, hd.EndedAfter, hd.StartedBefore} {
 			if t != nil {
 				add(t.Time)
 			}
@@ -186,7 +186,7 @@ func oracleAbsent(covs []*history.IPHistoryCoverage, now, from, to time.Time) (M
 func TestLookupNonCanonicalAndCurrent(t *testing.T) {
 	b := NewBuilder("", []*history.IPHistoryCoverage{cov(time.Hour, [2]int{0, 100})})
 	h := &history.IPHistory{Address: "fd00::1:7", Holders: []history.Hold{{Namespace: "ns", Pod: "web", PodUID: "u1", From: at(10), To: ptr(20)}}}
-	h.CreationTimestamp = at(0)
+	h.CreationTimestamp = metav1.Time(at(0))
 	b.AddHistory(h)
 	b.AddCurrent("10.0.0.9", "node/n1")
 	ix := b.Build(t0.Add(100 * time.Second))

@@ -25,7 +25,7 @@ type SavedItem struct {
 	// IPHistory
 	Address      string            `json:"address"`
 	Holders      []SavedHold       `json:"holders"`
-	RecordedFrom *metav1.Time      `json:"recordedFrom"`
+	RecordedFrom *history.Time     `json:"recordedFrom"`
 	Overflow     *history.Overflow `json:"overflow"`
 	// IPHistoryCoverage
 	Namespace string             `json:"namespace"`
@@ -49,15 +49,16 @@ type SavedHold struct {
 	PodUID                        types.UID `json:"podUID"`
 	From                          stamp
 	To, EndedAfter, StartedBefore *stamp
+	TerminatingSince              *stamp `json:"terminatingSince"`
 }
 
 func (h *SavedHold) Hold() history.Hold {
-	return history.Hold{Namespace: h.Namespace, Pod: h.Pod, PodUID: h.PodUID, Node: h.Node, From: metav1.Time(h.From),
-		To: h.To.time(), EndedAfter: h.EndedAfter.time(), StartedBefore: h.StartedBefore.time()}
+	return history.Hold{Namespace: h.Namespace, Pod: h.Pod, PodUID: h.PodUID, Node: h.Node, From: history.Time(h.From),
+		To: h.To.time(), EndedAfter: h.EndedAfter.time(), StartedBefore: h.StartedBefore.time(), TerminatingSince: h.TerminatingSince.time()}
 }
 
 // stamp is a time as the API writes it, RFC 3339.
-type stamp metav1.Time
+type stamp history.Time
 
 func (s *stamp) UnmarshalJSON(b []byte) error {
 	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
@@ -68,11 +69,11 @@ func (s *stamp) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-func (s *stamp) time() *metav1.Time {
+func (s *stamp) time() *history.Time {
 	if s == nil {
 		return nil
 	}
-	t := metav1.Time(*s)
+	t := history.Time(*s)
 	return &t
 }
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/jsonscan"
 )
 
@@ -34,7 +35,7 @@ func decodeItem(raw []byte, it *SavedItem) error {
 // read by it, so scanItem declines it rather than skip it.
 var (
 	savedItemKeys = []string{"kind", "metadata", "address", "holders", "recordedFrom", "overflow", "namespace", "retention", "intervals", "status", "spec"}
-	savedHoldKeys = []string{"namespace", "pod", "podUID", "node", "from", "to", "endedAfter", "startedBefore"}
+	savedHoldKeys = []string{"namespace", "pod", "podUID", "node", "from", "to", "endedAfter", "startedBefore", "terminatingSince"}
 )
 
 // foldsTo reports whether key equals one of names without regard to case.
@@ -64,7 +65,9 @@ func scanItem(c *jsonscan.Cursor, raw []byte, it *SavedItem) bool {
 		case "recordedFrom":
 			var t *time.Time
 			t, ok = c.Time()
-			it.RecordedFrom = metaTime(t)
+			if t != nil {
+				it.RecordedFrom = &history.Time{Time: t.UTC()}
+			}
 		default:
 			ok = !foldsTo(key, savedItemKeys) && c.Skip()
 		}
@@ -149,6 +152,9 @@ func scanHolds(c *jsonscan.Cursor) ([]SavedHold, bool) {
 			case "startedBefore":
 				t, ok = c.Time()
 				h.StartedBefore = stampOf(t)
+			case "terminatingSince":
+				t, ok = c.Time()
+				h.TerminatingSince = stampOf(t)
 			default:
 				ok = !foldsTo(key, savedHoldKeys) && c.Skip()
 			}

@@ -74,12 +74,12 @@ type IPHistoryCoverage struct {
 	Intervals []Interval `json:"intervals,omitempty"`
 }
 
-// Interval is a closed interval of time [From, To], to the second: From
-// rounded up, To rounded down, so that it never claims more than was
+// Interval is a closed interval of time [From, To], to the millisecond:
+// From rounded up, To rounded down, so that it never claims more than was
 // proven.
 type Interval struct {
-	From metav1.Time `json:"from"`
-	To   metav1.Time `json:"to"`
+	From Time `json:"from"`
+	To   Time `json:"to"`
 }
 
 // IPHistoryCoverageList is a list of IPHistoryCoverage objects.
@@ -139,6 +139,29 @@ func Extend(c *IPHistoryCoverage, from, to, before time.Time) bool {
 		if iv.To.Time.Before(before) || len(c.Intervals)-i > MaxIntervals {
 			changed = true
 			continue
+		}
+		kept = append(kept, iv)
+	}
+	c.Intervals = kept
+	return changed
+}
+
+// Clip removes from c what lies before from, and reports whether c
+// changed. A writer whose retention is longer than the one c was written
+// under clips c to its start under that retention: holds that ended
+// before it may have been pruned, so c must not vouch for that time,
+// which readers would take as covered under the longer retention.
+func Clip(c *IPHistoryCoverage, from time.Time) bool {
+	f := ceil(from)
+	changed := false
+	kept := c.Intervals[:0]
+	for _, iv := range c.Intervals {
+		switch {
+		case iv.To.Before(&f):
+			changed = true
+			continue
+		case iv.From.Before(&f):
+			iv.From, changed = f, true
 		}
 		kept = append(kept, iv)
 	}

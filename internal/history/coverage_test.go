@@ -13,7 +13,7 @@ import (
 func minute(min int) time.Time { return time.Date(2026, 11, 25, 14, min, 0, 0, time.UTC) }
 
 func iv(from, to int) Interval {
-	return Interval{From: metav1.NewTime(minute(from)), To: metav1.NewTime(minute(to))}
+	return Interval{From: NewTime(minute(from)), To: NewTime(minute(to))}
 }
 
 // TestExtend checks how a writer records what it proved: the same writer
@@ -35,8 +35,8 @@ func TestExtend(t *testing.T) {
 		"after a gap":      {[]Interval{iv(0, 7)}, minute(10), minute(12), minute(-60), []Interval{iv(0, 7), iv(10, 12)}, true},
 		"expired interval": {[]Interval{iv(0, 7), iv(10, 12)}, minute(10), minute(20), minute(8), []Interval{iv(10, 20)}, true},
 		"to before from":   {nil, minute(5), minute(4), minute(-60), nil, false},
-		"partial seconds": {nil, minute(0).Add(300 * time.Millisecond), minute(1).Add(700 * time.Millisecond), minute(-60),
-			[]Interval{{From: metav1.NewTime(minute(0).Add(time.Second)), To: metav1.NewTime(minute(1))}}, true},
+		"partial milliseconds": {nil, minute(0).Add(300*time.Millisecond + 400*time.Microsecond), minute(1).Add(700*time.Millisecond + 600*time.Microsecond), minute(-60),
+			[]Interval{{From: NewTime(minute(0).Add(301 * time.Millisecond)), To: NewTime(minute(1).Add(700 * time.Millisecond))}}, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := &IPHistoryCoverage{Intervals: tc.have}

@@ -19,6 +19,9 @@ func (in *Hold) DeepCopyInto(out *Hold) {
 	if in.StartedBefore != nil {
 		out.StartedBefore = in.StartedBefore.DeepCopy()
 	}
+	if in.TerminatingSince != nil {
+		out.TerminatingSince = in.TerminatingSince.DeepCopy()
+	}
 }
 
 // DeepCopy returns a new Hold equal to in, sharing no memory with it.

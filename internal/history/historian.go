@@ -135,7 +135,11 @@ type seenAt struct {
 	// between end and lastEnd (held again in between, maybe more than
 	// once), and, while it holds the address again, one from again.
 	again, againAfter, lastEnd time.Time
-	namespace, pod, node       string
+	// terminating is when the pod was seen to begin terminating while it
+	// held the address: its hold records that (TerminatingSince), and the
+	// coverage waits for the write.
+	terminating          time.Time
+	namespace, pod, node string
 }
 
 // back reports whether the pod holds the address again since it let go.
@@ -157,7 +161,7 @@ func (s *seenAt) raise(t time.Time) {
 // latest returns the last time s was noted.
 func (s seenAt) latest() time.Time {
 	t := s.start
-	for _, u := range []time.Time{s.end, s.again, s.lastEnd} {
+	for _, u := range []time.Time{s.end, s.again, s.lastEnd, s.terminating} {
 		if u.After(t) {
 			t = u
 		}
@@ -257,7 +261,8 @@ func RegisterMetrics() {
 // Moved queues the addresses whose holds a pod change starts or ends, and
 // notes when: those old held (was) and cur no longer holds (is), those cur
 // gained, or all of them when old and cur are two incarnations of the pod
-// (nil: no pod before, or none after).
+// (nil: no pod before, or none after). Each change is noted as the
+// interval it lies in (see bound).
 func (h *Historian) Moved(old, cur *podinfo.Pod, was, is []string) {
 	if !h.noting() {
 		return
@@ -270,14 +275,7 @@ func (h *Historian) Moved(old, cur *podinfo.Pod, was, is []string) {
 	if changed == nil {
 		changed = old
 	}
-	after := h.changedAfter(changed.ResourceVersion, now)
-	if !after.IsZero() {
-		// Seen late, so not seen when the coverage was last proven: it
-		// happened after that.
-		if proven := h.provenUntil(); after.Before(proven) {
-			after = proven
-		}
-	}
+	after := h.bound(changed.ResourceVersion)
 	var terminated time.Time
 	if old != nil {
 		// Gone, replaced, or finished: its termination, if any, ends here.
@@ -298,7 +296,7 @@ func (h *Historian) Moved(old, cur *podinfo.Pod, was, is []string) {
 	for _, a := range is {
 		if !same || !slices.Contains(was, a) {
 			startAfter := after
-			if created := time.Unix(cur.Created, 0); !after.IsZero() && after.Before(created) {
+			if created := time.Unix(cur.Created, 0); after.Before(created) {
 				startAfter = created // it cannot have started before it existed
 			}
 			h.saw(a, cur, func(s *seenAt) {
@@ -313,19 +311,47 @@ func (h *Historian) Moved(old, cur *podinfo.Pod, was, is []string) {
 	}
 }
 
+// bound returns the time after which the change of resourceVersion rv
+// happened (changedAfter), raised to how far the coverage went: a change
+// not seen by then happened after it.
+func (h *Historian) bound(rv string) time.Time {
+	after := h.changedAfter(rv)
+	if proven := h.provenUntil(); after.Before(proven) {
+		after = proven
+	}
+	return after
+}
+
 // Terminating notes that pod began terminating while holding addrs: its
-// holds stay open until it is gone or finished, and then say that they
-// ended between the two.
+// holds stay open until it is gone or finished, and are uncertain from the
+// earliest time its termination can have begun (see bound), which they
+// record; they then say that they ended between the two.
 func (h *Historian) Terminating(pod *podinfo.Pod, addrs []string) {
 	if !h.noting() || len(addrs) == 0 {
 		return
 	}
-	now := h.now()
+	now, after := h.now(), h.bound(pod.ResourceVersion)
+	h.mu.Lock()
+	if _, ok := h.terminatingSince[pod.UID]; !ok {
+		h.terminatingSince[pod.UID] = after
+	}
+	h.mu.Unlock()
+	for _, a := range addrs {
+		h.saw(a, pod, func(s *seenAt) {
+			if s.terminating.IsZero() {
+				s.terminating = now
+			}
+		})
+	}
+}
+
+// terminatingOf returns the earliest time the pod uid can have begun
+// terminating, if it was seen to.
+func (h *Historian) terminatingOf(uid slim.UID) (time.Time, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.terminatingSince[pod.UID]; !ok {
-		h.terminatingSince[pod.UID] = now
-	}
+	t, ok := h.terminatingSince[uid]
+	return t, ok
 }
 
 // terminated returns when the pod uid was seen to begin terminating (zero
@@ -458,6 +484,13 @@ func (h *Historian) load(ctx context.Context) error {
 		cov = nil // nothing proven yet
 	case err != nil:
 		return fmt.Errorf("reading IPHistoryCoverage %s: %w", name, err)
+	case cov.Retention.Duration > h.retention:
+		// Lowered: readers must take the shorter retention before this
+		// leader prunes anything under it.
+		cov.Retention.Duration = h.retention
+		if cov, err = h.client.SaveCoverage(ctx, cov); err != nil {
+			return fmt.Errorf("writing IPHistoryCoverage %s with the retention lowered to %v: %w", name, h.retention, err)
+		}
 	}
 	h.mu.Lock()
 	h.records, h.coverage = records, cov
@@ -528,7 +561,7 @@ const loadRetry = 5 * time.Second
 // nothing, so a restart writes nothing.
 func (h *Historian) activate() {
 	h.active.Store(true)
-	open := map[string][]slim.UID{} // the open holds, by address
+	open := map[string][]RecordedHold{} // the open holds, by address
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.epoch = h.progress.listed()
@@ -558,7 +591,7 @@ func (h *Historian) activate() {
 			if hold.To != 0 {
 				continue
 			}
-			open[address] = append(open[address], hold.UID)
+			open[address] = append(open[address], hold)
 			if h.inScope(hold.Namespace) && !h.holds(address, hold.UID) {
 				queue(address)
 			}
@@ -572,15 +605,27 @@ func (h *Historian) activate() {
 	for _, obj := range h.pods.List() {
 		pod := obj.(*podinfo.Pod)
 		held := h.held(pod)
+		terminating := pod.Terminating()
 		for _, a := range held {
-			if !slices.Contains(open[a], pod.UID) {
+			i := slices.IndexFunc(open[a], func(k RecordedHold) bool { return k.UID == pod.UID })
+			switch {
+			case i < 0:
+				queue(a)
+			case !terminating:
+			case open[a][i].TerminatingSince != 0:
+				// The last leader recorded its termination.
+				if _, ok := h.terminatingSince[pod.UID]; !ok {
+					h.terminatingSince[pod.UID] = time.UnixMilli(open[a][i].TerminatingSince)
+				}
+			default:
 				queue(a)
 			}
 		}
-		if len(held) > 0 && pod.Terminating() {
-			// Its termination began before this leader saw: from its
-			// start at the latest, the pod may have let go.
-			h.terminatingSince[pod.UID] = h.since
+		if _, ok := h.terminatingSince[pod.UID]; !ok && len(held) > 0 && terminating {
+			// Its termination began while no leader saw, after how far
+			// the coverage went (its hold's start, if later, or nothing
+			// proven).
+			h.terminatingSince[pod.UID] = latest(proven, unbounded)
 		}
 	}
 }
@@ -611,13 +656,13 @@ func (h *Historian) holding(addr string) []*podinfo.Pod {
 // expired reports whether r has a closed hold, or an overflow that ended,
 // past the retention window.
 func (h *Historian) expired(r Record) bool {
-	before := h.now().Add(-h.retention).Unix()
+	before := h.now().Add(-h.retention).UnixMilli()
 	for _, hold := range r.Holds {
 		if hold.To != 0 && hold.To < before {
 			return true
 		}
 	}
-	return r.Overflow != nil && r.Overflow.To != nil && r.Overflow.To.Unix() < before
+	return r.Overflow != nil && r.Overflow.To != nil && r.Overflow.To.UnixMilli() < before
 }
 
 // expireEvery queues, every period, the addresses with holds past the
@@ -755,7 +800,7 @@ func (h *Historian) heldFrom(addr, name string, id slim.UID) (time.Time, bool) {
 	r := h.records[name]
 	for i := len(r.Holds) - 1; i >= 0; i-- {
 		if r.Holds[i].UID == id {
-			return time.Unix(r.Holds[i].From, 0), true
+			return time.UnixMilli(r.Holds[i].From), true
 		}
 	}
 	return time.Time{}, false

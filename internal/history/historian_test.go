@@ -394,7 +394,7 @@ func TestHistoryLeavesOtherNamespacesHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	Open(o, Hold{Namespace: "other", Pod: "x", PodUID: "uid-x", From: metav1.NewTime(f.now.Add(-time.Hour))})
+	Open(o, Hold{Namespace: "other", Pod: "x", PodUID: "uid-x", From: NewTime(f.now.Add(-time.Hour))})
 	f.client.objects[o.Name] = o
 	f.client.rv = 1
 	o.UID, o.ResourceVersion = "h-1", "1"

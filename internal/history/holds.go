@@ -30,9 +30,9 @@ func New(address string) (*IPHistory, error) {
 // the address open changes nothing, so a writer may open every current
 // holder at each reconcile and write only when something is new.
 //
-// The hold is kept in order of From (rounded down to the second); its To
-// and EndedAfter are ignored, and a StartedBefore (a start not observed)
-// is kept when it lies after From. Closed holds are dropped, the earliest ended
+// The hold is kept in order of From (rounded down to the millisecond); its
+// To and EndedAfter are ignored, and a StartedBefore (the start is an
+// interval) is kept when it lies after From, as is a TerminatingSince. Closed holds are dropped, the earliest ended
 // first, to stay within MaxHolds. When MaxHolds holds are open already,
 // which takes that many pods on one address at once (a conflict the
 // PodToIps report), the hold is not added; a writer that opens it again
@@ -69,8 +69,8 @@ func Open(h *IPHistory, hold Hold) bool {
 }
 
 // Close records that the pod podUID let go of the address at at (rounded
-// up to the second), and reports whether h changed: false when the pod
-// holds it open in no hold.
+// up to the millisecond), and reports whether h changed: false when the
+// pod holds it open in no hold.
 //
 // endedAfter is nil when the writer saw the end. Otherwise it is the
 // earliest time the hold can have ended (the writer was not running
@@ -98,6 +98,24 @@ func Close(h *IPHistory, podUID types.UID, at time.Time, endedAfter *time.Time) 
 		}
 	}
 	Refresh(h)
+	return true
+}
+
+// MarkTerminating records that the pod podUID, which holds the address
+// open, began terminating at since at the earliest (rounded down, and
+// not before the hold's start), and reports whether h changed: false when
+// the pod holds it open in no hold, or its termination is recorded.
+func MarkTerminating(h *IPHistory, podUID types.UID, since time.Time) bool {
+	i := slices.IndexFunc(h.Holders, func(x Hold) bool { return x.To == nil && x.PodUID == podUID })
+	if i < 0 || h.Holders[i].TerminatingSince != nil {
+		return false
+	}
+	hold := &h.Holders[i]
+	t := floor(since)
+	if t.Before(&hold.From) {
+		t = hold.From
+	}
+	hold.TerminatingSince = &t
 	return true
 }
 
@@ -235,7 +253,7 @@ func forget(h *IPHistory, hold Hold) {
 // itself only for an object it did not build with them.
 func Refresh(h *IPHistory) bool {
 	var holder strings.Builder
-	var since *metav1.Time
+	var since *Time
 	for i := range h.Holders {
 		hold := &h.Holders[i]
 		if hold.To != nil {
@@ -264,18 +282,4 @@ func Refresh(h *IPHistory) bool {
 		h.Holds, changed = n, true
 	}
 	return changed
-}
-
-// floor returns t rounded down to the second, in UTC: what the API stores.
-func floor(t time.Time) metav1.Time {
-	return metav1.NewTime(t.UTC().Truncate(time.Second))
-}
-
-// ceil returns t rounded up to the second, in UTC.
-func ceil(t time.Time) metav1.Time {
-	f := t.UTC().Truncate(time.Second)
-	if f.Before(t) {
-		f = f.Add(time.Second)
-	}
-	return metav1.NewTime(f)
 }

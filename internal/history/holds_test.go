@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -21,8 +20,8 @@ func at(clock string) time.Time {
 	panic("bad clock " + clock)
 }
 
-func mt(clock string) *metav1.Time {
-	t := metav1.NewTime(at(clock))
+func mt(clock string) *Time {
+	t := NewTime(at(clock))
 	return &t
 }
 
@@ -114,7 +113,7 @@ func TestOpenDropsTheEarliestEndedBeyondTheBound(t *testing.T) {
 	start := at("00:00")
 	for i := range MaxHolds {
 		from := start.Add(time.Duration(i) * time.Minute)
-		Open(h, Hold{Namespace: "ns", Pod: fmt.Sprint("p", i), PodUID: types.UID(fmt.Sprint(i)), From: metav1.NewTime(from)})
+		Open(h, Hold{Namespace: "ns", Pod: fmt.Sprint("p", i), PodUID: types.UID(fmt.Sprint(i)), From: NewTime(from)})
 		// Pod 1 lets go last, so pod 2's is the second hold to end.
 		end := from.Add(30 * time.Second)
 		if i == 1 {
@@ -126,7 +125,7 @@ func TestOpenDropsTheEarliestEndedBeyondTheBound(t *testing.T) {
 		t.Fatalf("%d holds, %d dropped, recorded from %v; want %d, 0, unset", len(h.Holders), h.Dropped, h.RecordedFrom, MaxHolds)
 	}
 	for i, want := range []string{"p0", "p2"} {
-		if !Open(h, Hold{Namespace: "ns", Pod: "new", PodUID: types.UID(fmt.Sprint("new", i)), From: metav1.NewTime(start.Add(2 * time.Hour))}) {
+		if !Open(h, Hold{Namespace: "ns", Pod: "new", PodUID: types.UID(fmt.Sprint("new", i)), From: NewTime(start.Add(2 * time.Hour))}) {
 			t.Fatal("Open did not add a hold to a full history")
 		}
 		for _, x := range h.Holders {
@@ -171,9 +170,11 @@ func TestClose(t *testing.T) {
 		changed    bool
 		want       Hold
 	}{
-		{"observed end, rounded up", []Hold{hold("a", "10:00", "", "")}, "a", "10:05:00.100", "", true, hold("a", "10:00", "10:05:01", "")},
+		{"observed end, kept to the millisecond", []Hold{hold("a", "10:00", "", "")}, "a", "10:05:00.100", "", true, hold("a", "10:00", "10:05:00.100", "")},
+		{"observed end, rounded up to the millisecond", []Hold{hold("a", "10:00", "", "")}, "a", "10:05:00.1002", "", true, hold("a", "10:00", "10:05:00.101", "")},
 		{"on a whole second", []Hold{hold("a", "10:00", "", "")}, "a", "10:05", "", true, hold("a", "10:00", "10:05", "")},
-		{"unobserved end", []Hold{hold("a", "10:00", "", "")}, "a", "10:05", "10:03:30.900", true, hold("a", "10:00", "10:05", "10:03:30")},
+		{"unobserved end", []Hold{hold("a", "10:00", "", "")}, "a", "10:05", "10:03:30.900", true, hold("a", "10:00", "10:05", "10:03:30.900")},
+		{"unobserved end, rounded down to the millisecond", []Hold{hold("a", "10:00", "", "")}, "a", "10:05", "10:03:30.9009", true, hold("a", "10:00", "10:05", "10:03:30.900")},
 		{"endedAfter before the start", []Hold{hold("a", "10:00", "", "")}, "a", "10:05", "09:00", true, hold("a", "10:00", "10:05", "10:00")},
 		{"endedAfter at the end", []Hold{hold("a", "10:00", "", "")}, "a", "10:05", "10:05", true, hold("a", "10:00", "10:05", "")},
 		{"endedAfter after the end", []Hold{hold("a", "10:00", "", "")}, "a", "10:05", "10:06", true, hold("a", "10:00", "10:05", "")},
@@ -262,9 +263,9 @@ func TestBound(t *testing.T) {
 	var holds []Hold
 	for i := range MaxHolds + 3 {
 		from := at("00:00").Add(time.Duration(i) * time.Minute)
-		x := Hold{Namespace: "ns", Pod: fmt.Sprint("p", i), PodUID: types.UID(fmt.Sprint(i)), From: metav1.NewTime(from)}
+		x := Hold{Namespace: "ns", Pod: fmt.Sprint("p", i), PodUID: types.UID(fmt.Sprint(i)), From: NewTime(from)}
 		if i%2 == 0 {
-			to := metav1.NewTime(from.Add(time.Duration(MaxHolds+4-i) * time.Hour)) // the later started, the earlier ended
+			to := NewTime(from.Add(time.Duration(MaxHolds+4-i) * time.Hour)) // the later started, the earlier ended
 			x.To = &to
 		}
 		holds = append(holds, x)
@@ -321,7 +322,7 @@ func TestRefresh(t *testing.T) {
 	}
 	// Equal times in another location are equal: an object decoded from
 	// the API holds its times in local time.
-	h.Since = &metav1.Time{Time: h.Since.In(time.FixedZone("x", 3600))}
+	h.Since = &Time{Time: h.Since.In(time.FixedZone("x", 3600))}
 	if Refresh(h) {
 		t.Error("Refresh changed Since for the same instant in another zone")
 	}
@@ -343,7 +344,7 @@ func FuzzOperations(f *testing.F) {
 		h := history()
 		base := at("00:00")
 		minute := func(b byte) time.Time { return base.Add(time.Duration(b) * time.Minute) }
-		var recordedFrom *metav1.Time
+		var recordedFrom *Time
 		for len(ops) >= 3 {
 			op, pod, when := ops[0]%6, types.UID(fmt.Sprint(ops[1]%80)), ops[2]
 			ops = ops[3:]

@@ -46,6 +46,10 @@ type Progress struct {
 	// since the watch broke off are not in it.
 	epoch    uint64
 	listedAt time.Time
+	// listRV is the resourceVersion of the last list: the objects it gave
+	// carry their last version, not that of the change they show, and
+	// every later watch event has a higher one (see FromList).
+	listRV uint64
 	// now is the clock of listedAt; nil: time.Now.
 	now func() time.Time
 }
@@ -73,6 +77,7 @@ func (p *Progress) Wrap(lw *cache.ListWatch) *cache.ListWatch {
 				p.delivered, pages = p.delivered+pages, 0
 				p.epoch, p.listedAt = p.epoch+1, p.clock()
 				p.advance(m.GetResourceVersion())
+				p.listRV = parseRV(m.GetResourceVersion())
 			}
 			return obj, nil
 		},
@@ -110,6 +115,7 @@ func (p *Progress) Wrap(lw *cache.ListWatch) *cache.ListWatch {
 					if initial && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 						p.delivered, pending, initial = p.delivered+pending, 0, false
 						p.epoch, p.listedAt = p.epoch+1, p.clock()
+						p.listRV = parseRV(m.GetResourceVersion())
 						ended = true
 					} else if initial {
 						return false
@@ -184,9 +190,32 @@ const watchTimeout = 6 * time.Second
 // are etcd revisions, compared as integers (apimachinery's
 // CompareResourceVersion does the same); one that is not counts as none.
 func (p *Progress) advance(s string) {
-	if v, err := strconv.ParseUint(s, 10, 64); err == nil && v > p.rv {
+	if v := parseRV(s); v > p.rv {
 		p.rv = v
 	}
+}
+
+// parseRV returns the resourceVersion s as a number, 0 if it is none.
+func parseRV(s string) uint64 {
+	v, _ := strconv.ParseUint(s, 10, 64)
+	return v
+}
+
+// FromList reports whether an object of resourceVersion rv that the
+// handlers are given may come from a list rather than a watch event: its
+// version is not above the last list's. A list (after a watch that ended
+// with 410 Gone, say) shows each pod as it is, carrying its latest
+// version, so the version does not date the change the handlers see: a
+// pod that let go of an address may have been edited since. An event
+// still queued from the watch before the list counts too, which only
+// loosens its bound. Without a list yet, nothing is.
+func (p *Progress) FromList(rv string) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.epoch > 0 && parseRV(rv) <= p.listRV
 }
 
 func (p *Progress) clock() time.Time {

@@ -42,14 +42,6 @@ const probeEvery = 500 * time.Millisecond
 // bounded by the oldest, which is still true, only looser.
 const maxProbes = 256
 
-// lagTolerance is how long after the last read before it a change may be
-// seen and still count as seen as it happened: a second, twice the
-// probes' period. A time recorded so is then at most a second late, and
-// kept to the second: within the two seconds docs/history.md states.
-// Seen later, the change's hold starts or ends in an interval from that
-// read on.
-const lagTolerance = 2 * probeEvery
-
 // probeNow reads the pods' resourceVersion and keeps it.
 func (h *Historian) probeNow(ctx context.Context) (probePoint, error) {
 	at := h.now()
@@ -71,35 +63,37 @@ func (h *Historian) probeNow(ctx context.Context) (probePoint, error) {
 	return p, nil
 }
 
-// changedAfter returns when the change of resourceVersion rv, seen at now,
-// happened after at the latest, if that is more than lagTolerance before
-// now; zero if it was seen as it happened, which only a read of the pods'
-// resourceVersion shortly before can show. The bound is the last read of
-// the pods' resourceVersion that came before the change (the change's
-// version is later): a pod watch that lagged, or a relist after a stretch
-// of lost watches, delivers changes late, and their hold's start or end is
-// then stated as the interval it is, not as the time it was seen. A change
-// older than every read kept is bounded by nothing: the zero time, which
-// a hold's own start then replaces.
-func (h *Historian) changedAfter(rv string, now time.Time) time.Time {
+// changedAfter returns the time after which the change of resourceVersion
+// rv happened: the last read of the pods' resourceVersion that came before
+// it (its version is later). So every change is kept as the interval it
+// lies in, from that read to when the handlers saw it, however soon they
+// did: a pod watch that lags, or a relist after a stretch of lost watches,
+// delivers changes late, and even a timely one reaches the handlers some
+// milliseconds after it happened. A change older than every read kept, or
+// one that may come from a list (Progress.FromList), whose version does
+// not date it, is bounded by nothing: the Unix epoch, which how far the
+// coverage went, or a hold's own start, then replaces.
+func (h *Historian) changedAfter(rv string) time.Time {
+	if h.progress.FromList(rv) {
+		return unbounded
+	}
 	v, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
-		return time.Time{}
+		return unbounded
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := sort.Search(len(h.probes), func(i int) bool { return h.probes[i].rv >= v })
-	switch {
-	case i == 0:
-		// Before every read kept, or no read yet (a standby reads
-		// nothing: what its watch delivered late looks as timely as the
-		// rest): no bound.
-		return time.Unix(0, 0)
-	case now.Sub(h.probes[i-1].at) <= lagTolerance:
-		return time.Time{}
+	if i == 0 {
+		// Before every read kept, or no read yet.
+		return unbounded
 	}
 	return h.probes[i-1].at
 }
+
+// unbounded is the bound of a change nothing dates: any time before it
+// was seen.
+var unbounded = time.Unix(0, 0)
 
 // proveEvery is how often the leader proves how far the history has seen
 // and extends its coverage: a few cheap requests (a one-item list of pods,
@@ -189,7 +183,8 @@ func (h *Historian) pendingBefore(t time.Time) bool {
 	}
 	for _, byPod := range h.seen {
 		for _, s := range byPod {
-			if !s.start.IsZero() && !s.start.After(t) || !s.end.IsZero() && !s.end.After(t) {
+			if !s.start.IsZero() && !s.start.After(t) || !s.end.IsZero() && !s.end.After(t) ||
+				!s.terminating.IsZero() && !s.terminating.After(t) {
 				return true
 			}
 		}
@@ -212,7 +207,12 @@ func (h *Historian) extend(ctx context.Context, at time.Time) error {
 			Namespace:  h.namespace,
 		}
 	}
-	changed := Extend(cov, since, at, at.Add(-h.retention))
+	changed := false
+	if old := cov.Retention.Duration; old != 0 && old < h.retention {
+		// Raised: what the last writer pruned under its retention is gone.
+		changed = Clip(cov, at.Add(-old))
+	}
+	changed = Extend(cov, since, at, at.Add(-h.retention)) || changed
 	if cov.Retention.Duration != h.retention || cov.Writer != h.writer {
 		cov.Retention.Duration, cov.Writer, changed = h.retention, h.writer, true
 	}

@@ -194,29 +194,33 @@ func TestHistoryChangeSeenLate(t *testing.T) {
 	if _, err := f.h.probeNow(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// Seen within the tolerance: as it happened.
+	// Seen a second after the last read before it: it started between
+	// the two, however soon that is.
 	f.now = start.Add(time.Second)
-	p := f.onPodAdd(testPod(func(p *corev1.Pod) {
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
 		p.ResourceVersion = "101"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 	}))
 	f.sync("10.244.0.5")
-	if h := f.cached("10.244.0.5").Holders[0]; !h.From.Time.Equal(f.now) || h.StartedBefore != nil {
-		t.Errorf("hold seen at once = %+v, want from %v, observed", h, f.now)
+	if h := f.cached("10.244.0.5").Holders[0]; !h.From.Time.Equal(start) || h.StartedBefore == nil || !h.StartedBefore.Time.Equal(f.now) {
+		t.Errorf("hold seen a second after the last read = %+v, want started between %v and %v", h, start, f.now)
 	}
-	// Deleted (version 102) and seen a minute later.
+	// Read again (version 101), then deleted (version 102) and seen a
+	// minute later.
+	version = 101
+	f.now = start.Add(2 * time.Second)
+	if _, err := f.h.probeNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	f.now = start.Add(time.Minute)
 	gone := podinfo.Of(testPod(func(p *corev1.Pod) {
 		p.ResourceVersion = "102"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 	}))
-	_ = p
 	f.onPodDelete(gone)
 	f.sync("10.244.0.5")
 	h := f.cached("10.244.0.5").Holders[0]
-	// The last read before the deletion was at start, before the hold's
-	// own start: the end lies between that start and when it was seen.
-	if from := start.Add(time.Second); h.EndedAfter == nil || !h.EndedAfter.Time.Equal(from) || h.To == nil || !h.To.Time.Equal(f.now) {
+	if from := start.Add(2 * time.Second); h.EndedAfter == nil || !h.EndedAfter.Time.Equal(from) || h.To == nil || !h.To.Time.Equal(f.now) {
 		t.Errorf("hold whose end was seen late = %+v, want ended between %v and %v", h, from, f.now)
 	}
 }
@@ -258,4 +262,192 @@ func TestHistoryRelistEndsTheCoverage(t *testing.T) {
 	if len(c.Intervals) != 2 || !c.Intervals[0].To.Time.Equal(start.Add(time.Minute)) || c.Intervals[1].From.Time.Before(start.Add(time.Minute)) {
 		t.Errorf("coverage = %+v, want it to end at %v and start again at the relist", c.Intervals, start.Add(time.Minute))
 	}
+}
+
+// TestHistoryRelistBoundsWhatItDelivers checks a change the informer
+// learns from a list after its watch ended (410 Gone): the list gives each
+// pod's latest version, not that of the change, so a read of the pods'
+// resourceVersion just before it says nothing of when the change
+// happened. Here a pod let go of its address (it finished) while the
+// watch was down, and was edited later (a finalizer removed, a newer
+// version); an update that gives the pod a new UID under the same name,
+// and a pod gone from the list (a tombstone), come the same way. Each end
+// is bounded by how far the coverage went, never taken as seen when it
+// happened.
+func TestHistoryRelistBoundsWhatItDelivers(t *testing.T) {
+	for _, change := range []string{"finished", "new incarnation", "gone"} {
+		t.Run(change, func(t *testing.T) {
+			f := newHistoryFixture(t)
+			f.late = true
+			start := f.now
+			version := "100"
+			f.h.probe = func(context.Context) (string, error) { return version, nil }
+			lw := f.h.progress.Wrap(&cache.ListWatch{ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+				return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: version}}, nil
+			}})
+			list := func() {
+				if _, err := lw.ListWithContextFunc(context.Background(), metav1.ListOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			list() // the initial list
+			if _, err := f.h.probeNow(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			p := f.onPodAdd(testPod(func(p *corev1.Pod) {
+				p.ResourceVersion = "101"
+				p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+			}))
+			f.sync("10.244.0.5")
+			proven := start.Add(10 * time.Second)
+			f.provenUntil(proven)
+
+			// The watch ends at +20 s; the pod finishes at +101 s and is
+			// edited at +110.7 s (version 150). A read at +111.9 s sees
+			// version 149 (the edit is later), and the relist at +112 s
+			// delivers the pod with version 150.
+			f.now, version = start.Add(111900*time.Millisecond), "149"
+			if _, err := f.h.probeNow(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			f.now, version = start.Add(112*time.Second), "160"
+			list()
+			switch change {
+			case "finished":
+				f.onPodUpdate(p, testPod(func(p *corev1.Pod) {
+					p.ResourceVersion = "150"
+					p.Status.Phase = corev1.PodSucceeded
+					p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+				}))
+			case "new incarnation":
+				f.onPodUpdate(p, testPod(func(p *corev1.Pod) {
+					p.UID, p.ResourceVersion = "uid-2", "150"
+					p.CreationTimestamp = metav1.NewTime(start.Add(100 * time.Second))
+					p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+				}))
+			case "gone":
+				f.onPodDelete(p) // its last known version, 101
+			}
+			f.sync("10.244.0.5")
+			h := f.cached("10.244.0.5")
+			first := h.Holders[0]
+			if first.To == nil || !first.To.Time.Equal(f.now) || first.EndedAfter == nil || !first.EndedAfter.Time.Equal(proven) {
+				t.Errorf("hold ended while the watch was down = %+v, want ended between %v (covered until) and %v", first, proven, f.now)
+			}
+			if m := At(h, start.Add(111950*time.Millisecond)); len(m) > 0 && !m[0].Uncertain && m[0].PodUID == "uid-1" {
+				t.Errorf("At after the read before the relist = %+v, want uid-1 uncertain", m)
+			}
+			if change == "new incarnation" {
+				next := h.Holders[1]
+				created := start.Add(100 * time.Second)
+				if !next.From.Time.Equal(created) || next.StartedBefore == nil || !next.StartedBefore.Time.Equal(f.now) {
+					t.Errorf("hold of the new incarnation = %+v, want started between %v (created) and %v", next, created, f.now)
+				}
+			}
+		})
+	}
+}
+
+// TestHistoryEdgesAreIntervals checks that every start and end is kept as
+// the interval it lies in, to the millisecond: from the last read of the
+// pods' resourceVersion before the change (the last time this replica's
+// view was proven current) to when the handlers saw it. A time inside is
+// uncertain; none is rounded toward certainty.
+func TestHistoryEdgesAreIntervals(t *testing.T) {
+	f := newHistoryFixture(t)
+	f.late = true
+	start := f.now
+	version := "100"
+	f.h.probe = func(context.Context) (string, error) { return version, nil }
+	read := func(at time.Duration, rv string) {
+		f.now, version = start.Add(at), rv
+		if _, err := f.h.probeNow(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := time.Millisecond
+	read(100*ms, "100")
+	f.now = start.Add(400*ms + 400*time.Microsecond)
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
+		p.ResourceVersion = "101"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	f.sync("10.244.0.5")
+	read(10*time.Second+100*ms, "101")
+	f.now = start.Add(10*time.Second + 300*ms + 400*time.Microsecond)
+	f.onPodDelete(podinfo.Of(testPod(func(p *corev1.Pod) {
+		p.ResourceVersion = "102"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	})))
+	f.sync("10.244.0.5")
+	h := f.cached("10.244.0.5")
+	got := h.Holders[0]
+	at := func(d time.Duration) *Time { t := NewTime(start.Add(d)); return &t }
+	want := Hold{From: *at(100 * ms), StartedBefore: at(401 * ms), EndedAfter: at(10*time.Second + 100*ms), To: at(10*time.Second + 301*ms)}
+	if !got.From.Equal(&want.From) || !got.StartedBefore.Equal(want.StartedBefore) || !got.EndedAfter.Equal(want.EndedAfter) || !got.To.Equal(want.To) {
+		t.Fatalf("hold = %+v, want from %v (started before %v), ended after %v, to %v", got, want.From, want.StartedBefore, want.EndedAfter, want.To)
+	}
+	for _, c := range []struct {
+		at        time.Duration
+		held      bool
+		uncertain bool
+	}{
+		{99 * ms, false, false},
+		{200 * ms, true, true},
+		{401 * ms, true, false},
+		{10*time.Second + 99*ms, true, false},
+		{10*time.Second + 100*ms, true, true},
+		{10*time.Second + 300*ms, true, true},
+		{10*time.Second + 301*ms, false, false},
+	} {
+		m := At(h, start.Add(c.at))
+		if (len(m) == 1) != c.held || c.held && m[0].Uncertain != c.uncertain {
+			t.Errorf("At(start+%v) = %+v, want held %v, uncertain %v", c.at, m, c.held, c.uncertain)
+		}
+	}
+}
+
+// TestHistoryRetentionChangeVouchesNoFurther checks a restart with another
+// --history-retention. Raised, the coverage must not vouch for a time
+// whose holds the last writer may have pruned under its shorter one: an
+// address whose object was deleted would read "covered, nobody" back to
+// the new retention. Lowered, readers take the shorter retention before
+// the new leader prunes anything under it.
+func TestHistoryRetentionChangeVouchesNoFurther(t *testing.T) {
+	t.Run("raised", func(t *testing.T) {
+		f := newHistoryFixture(t)
+		start := f.now
+		f.h.retention = 24 * time.Hour
+		c := &IPHistoryCoverage{ObjectMeta: metav1.ObjectMeta{Name: AllNamespaces, ResourceVersion: "1"}, Retention: metav1.Duration{Duration: time.Hour}}
+		Extend(c, start.Add(-3*time.Hour), start, start.Add(-4*time.Hour))
+		f.client.coverage[AllNamespaces] = c
+		if err := f.h.load(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f.h.since = start
+		if err := f.h.extend(context.Background(), start.Add(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		got := f.client.coverage[AllNamespaces]
+		if got.Retention.Duration != 24*time.Hour || len(got.Intervals) != 1 || !got.Intervals[0].From.Time.Equal(start.Add(2*time.Second-time.Hour)) {
+			t.Fatalf("coverage = %+v, want retention 24h and one interval from %v", got, start.Add(2*time.Second-time.Hour))
+		}
+		a := WhoHad(nil, Query{At: start.Add(-2 * time.Hour), Now: start.Add(2 * time.Second), Coverages: []*IPHistoryCoverage{got}})
+		if a.Covered {
+			t.Errorf("who-had two hours back, after the retention was raised from one hour = %+v, want not covered", a)
+		}
+	})
+	t.Run("lowered", func(t *testing.T) {
+		f := newHistoryFixture(t)
+		start := f.now
+		c := &IPHistoryCoverage{ObjectMeta: metav1.ObjectMeta{Name: AllNamespaces, ResourceVersion: "1"}, Retention: metav1.Duration{Duration: 24 * time.Hour}}
+		Extend(c, start.Add(-3*time.Hour), start, start.Add(-25*time.Hour))
+		f.client.coverage[AllNamespaces] = c
+		if err := f.h.load(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.client.coverage[AllNamespaces].Retention.Duration; got != f.h.retention {
+			t.Errorf("coverage's retention after a leader with %v read it = %v, want %v", f.h.retention, got, f.h.retention)
+		}
+	})
 }

@@ -4,17 +4,17 @@ import (
 	"slices"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
 // Match is a hold that covers a time asked about.
 type Match struct {
 	Hold `json:",inline"`
-	// Uncertain is set when the time lies where the hold's start or end was
-	// not observed: between its From and StartedBefore (the pod may have
+	// Uncertain is set when the time lies in the interval of the hold's
+	// start or end: between its From and StartedBefore (the pod may have
 	// got the address only later), or between its EndedAfter and To (it
-	// may have let go of it before then).
+	// may have let go of it before then); or once its pod was terminating
+	// (TerminatingSince).
 	Uncertain bool `json:"uncertain"`
 }
 
@@ -22,8 +22,8 @@ type Match struct {
 // From <= t and either no To or t < To. A hold whose end was not observed
 // and that may have ended by t (EndedAfter <= t), or whose start was not
 // observed and that may have started only after t (t < StartedBefore), is
-// marked Uncertain. More than one certain match means the address was in
-// conflict at t.
+// marked Uncertain, as is one whose pod may have begun terminating by t.
+// More than one certain match means the address was in conflict at t.
 func At(h *IPHistory, t time.Time) []Match {
 	var out []Match
 	for _, hold := range h.Holders {
@@ -31,7 +31,8 @@ func At(h *IPHistory, t time.Time) []Match {
 			continue
 		}
 		uncertain := hold.EndedAfter != nil && !t.Before(hold.EndedAfter.Time) ||
-			hold.StartedBefore != nil && t.Before(hold.StartedBefore.Time)
+			hold.StartedBefore != nil && t.Before(hold.StartedBefore.Time) ||
+			hold.TerminatingSince != nil && !t.Before(hold.TerminatingSince.Time)
 		out = append(out, Match{Hold: hold, Uncertain: uncertain})
 	}
 	return out
@@ -290,7 +291,7 @@ func earliestCovered(c *IPHistoryCoverage, start time.Time) (time.Time, bool) {
 
 // clip returns iv from start on.
 func clip(iv Interval, start time.Time) Interval {
-	return Interval{From: metav1.NewTime(latest(iv.From.Time, start)), To: iv.To}
+	return Interval{From: NewTime(latest(iv.From.Time, start)), To: iv.To}
 }
 
 // union returns the interval spanning a and b, which overlap.

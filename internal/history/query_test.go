@@ -113,8 +113,8 @@ func TestRecordStart(t *testing.T) {
 func TestAtStartNotObserved(t *testing.T) {
 	h, _ := New("10.0.0.1")
 	t0 := time.Date(2026, 11, 25, 14, 0, 0, 0, time.UTC)
-	found := metav1.NewTime(t0.Add(10 * time.Minute))
-	Open(h, Hold{Namespace: "ns", Pod: "a", PodUID: "u1", From: metav1.NewTime(t0), StartedBefore: &found})
+	found := NewTime(t0.Add(10 * time.Minute))
+	Open(h, Hold{Namespace: "ns", Pod: "a", PodUID: "u1", From: NewTime(t0), StartedBefore: &found})
 	if m := At(h, t0.Add(5*time.Minute)); len(m) != 1 || !m[0].Uncertain {
 		t.Errorf("At(before it was found) = %+v, want one uncertain match", m)
 	}
@@ -161,7 +161,7 @@ func TestWhoHad(t *testing.T) {
 		other := hold("c", "11:00", "", "")
 		other.Namespace = "other"
 		h := history(hold("a", "09:00", "10:00", ""), hold("b", "10:30", "", ""), other)
-		h.CreationTimestamp = *mt("09:00")
+		h.CreationTimestamp = metav1.Time(*mt("09:00"))
 		return h
 	}
 	recorded := busy()

@@ -141,6 +141,11 @@ func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]see
 			from.take(hold.From.Time)
 		}
 	}
+	for _, hold := range OpenHolds(o) {
+		if since, ok := h.terminatingOf(slim.ToUID(hold.PodUID)); ok {
+			changed = MarkTerminating(o, hold.PodUID, since) || changed
+		}
+	}
 	switch {
 	case refused > 0: // lasts while they hold the address
 		changed = Overflowed(o, from.at, h.namespace) || changed
@@ -200,10 +205,10 @@ func endOf(s seenAt) (time.Time, *time.Time) {
 // startOf is a hold's From and StartedBefore for a start seen at start,
 // seen late when startAfter is set: it then began between the two.
 func startOf(hold *Hold, start, startAfter time.Time) {
-	hold.From = metav1.NewTime(start)
+	hold.From = NewTime(start)
 	if !startAfter.IsZero() {
 		before := hold.From
-		hold.From, hold.StartedBefore = metav1.NewTime(startAfter), &before
+		hold.From, hold.StartedBefore = NewTime(startAfter), &before
 	}
 }
 
@@ -232,16 +237,19 @@ func (h *Historian) addBrief(o *IPHistory, seen map[slim.UID]seenAt, refused *ov
 		if s.start.IsZero() || s.end.IsZero() || s.end.Before(s.start) {
 			continue
 		}
-		// A hold of the pod that began by the end of this one records it
-		// already (an earlier reconcile's, or the last leader's, whose
-		// times may differ from what this replica saw); one that began
-		// after is the pod's since it came back.
+		// A hold of the pod that overlaps this one records it already (an
+		// earlier reconcile's, or the last leader's, whose times may
+		// differ from what this replica saw); one that began after is the
+		// pod's since it came back, one that ended before its hold of the
+		// address before it left it.
 		at, after := endOf(s)
-		if slices.ContainsFunc(o.Holders, func(x Hold) bool { return x.PodUID == id && !x.From.Time.After(at) }) {
-			continue
-		}
 		hold := Hold{Namespace: s.namespace, Pod: s.pod, PodUID: id, Node: s.node}
 		startOf(&hold, s.start, s.startAfter)
+		if slices.ContainsFunc(o.Holders, func(x Hold) bool {
+			return x.PodUID == id && !x.From.Time.After(at) && (x.To == nil || !x.To.Time.Before(hold.From.Time))
+		}) {
+			continue
+		}
 		if !Open(o, hold) {
 			refused.take(hold.From.Time)
 			continue
@@ -268,12 +276,12 @@ func (h *Historian) holdersOf(addr string, now time.Time, seen map[slim.UID]seen
 		case !s.start.IsZero() && s.end.IsZero():
 			startOf(&hold, s.start, s.startAfter)
 		default:
-			before := metav1.NewTime(now)
+			before := NewTime(now)
 			from := time.Unix(pod.Created, 0)
 			if proven := h.provenUntil(); from.Before(proven) {
 				from = proven
 			}
-			hold.From, hold.StartedBefore = metav1.NewTime(from), &before
+			hold.From, hold.StartedBefore = NewTime(from), &before
 		}
 		out = append(out, hold)
 	}

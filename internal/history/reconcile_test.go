@@ -175,7 +175,7 @@ func TestHistoryRereadsWhatChangedUnderneath(t *testing.T) {
 
 	// Someone else records a hold of another pod, now gone.
 	o := f.cached("10.244.0.5")
-	Open(o, Hold{Namespace: "ns", Pod: "other", PodUID: "uid-o", From: metav1.NewTime(start.Add(-time.Hour))})
+	Open(o, Hold{Namespace: "ns", Pod: "other", PodUID: "uid-o", From: NewTime(start.Add(-time.Hour))})
 	Close(o, "uid-o", start.Add(-time.Minute), nil)
 	f.client.rv++
 	o.ResourceVersion = fmt.Sprint(f.client.rv)
@@ -335,26 +335,104 @@ func TestHistoryClosesBeforeItOpens(t *testing.T) {
 
 // TestHistoryTerminatingPodEndsBetween checks a pod deleted with a grace
 // period: it keeps its hold while it terminates (it still holds the
-// address), and the hold then ends between when its termination began and
+// address), the open hold records when its termination began (uncertain
+// from then: it may have let go), and the hold then ends between then and
 // when it was gone.
 func TestHistoryTerminatingPodEndsBetween(t *testing.T) {
 	f := newHistoryFixture(t)
 	start := f.now
-	p := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
 	f.sync("10.244.0.5")
 	f.now = start.Add(time.Minute)
 	term := podinfo.Of(testPod(func(p *corev1.Pod) {
+		p.ResourceVersion = "11"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
 		p.DeletionTimestamp = &metav1.Time{Time: start.Add(90 * time.Second)}
 	}))
+	f.read()
+	f.now = start.Add(time.Minute + 300*time.Millisecond) // seen 300 ms after the last read
 	f.h.Terminating(term, []string{"10.244.0.5"})
-	f.now = start.Add(2 * time.Minute)
-	f.onPodDelete(term)
-	_ = p
+	if !f.h.pendingBefore(f.now) {
+		t.Error("a termination not written yet does not hold the coverage back")
+	}
 	f.sync("10.244.0.5")
 	hold := f.cached("10.244.0.5").Holders[0]
-	if hold.EndedAfter == nil || !hold.EndedAfter.Time.Equal(start.Add(time.Minute)) || hold.To == nil || !hold.To.Time.Equal(f.now) {
-		t.Errorf("hold = %+v, want ended between %v (termination began) and %v (gone)", hold, start.Add(time.Minute), f.now)
+	began := start.Add(time.Minute)
+	if hold.To != nil || hold.TerminatingSince == nil || !hold.TerminatingSince.Time.Equal(began) {
+		t.Fatalf("open hold = %+v, want terminating since %v, the last read before it was seen", hold, began)
+	}
+	if m := At(f.cached("10.244.0.5"), began.Add(time.Millisecond)); len(m) != 1 || !m[0].Uncertain {
+		t.Errorf("At just after the termination began = %+v, want the pod, uncertain", m)
+	}
+	if m := At(f.cached("10.244.0.5"), began.Add(-time.Millisecond)); len(m) != 1 || m[0].Uncertain {
+		t.Errorf("At just before the termination began = %+v, want the pod, certain", m)
+	}
+	f.now = start.Add(2 * time.Minute)
+	f.onPodDelete(term)
+	f.sync("10.244.0.5")
+	hold = f.cached("10.244.0.5").Holders[0]
+	if hold.EndedAfter == nil || !hold.EndedAfter.Time.Equal(began) || hold.To == nil || !hold.To.Time.Equal(f.now) {
+		t.Errorf("hold = %+v, want ended between %v (termination began) and %v (gone)", hold, began, f.now)
+	}
+}
+
+// TestHistoryLeaderKeepsTheTerminationStart checks a new leader and a pod
+// that is terminating: it keeps the termination start it noted as a
+// standby, or that the last leader recorded, rather than its own start;
+// and with neither, takes how far the coverage went.
+func TestHistoryLeaderKeepsTheTerminationStart(t *testing.T) {
+	for name, tc := range map[string]struct{ standby, recorded bool }{
+		"noted as a standby":          {standby: true},
+		"recorded by the last leader": {recorded: true},
+		"seen by nobody":              {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newHistoryFixture(t)
+			start := f.now
+			f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+			f.sync("10.244.0.5")
+			began := start.Add(time.Minute)
+			term := testPod(func(p *corev1.Pod) {
+				p.ResourceVersion = "11"
+				p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+				p.DeletionTimestamp = &metav1.Time{Time: start.Add(90 * time.Second)}
+			})
+			if tc.recorded {
+				f.now = began
+				f.read()
+				f.h.Terminating(podinfo.Of(term), []string{"10.244.0.5"})
+				f.sync("10.244.0.5")
+			}
+			f.h.active.Store(false) // a failover: this replica stands by
+			f.h.mu.Lock()
+			clear(f.h.terminatingSince)
+			clear(f.h.seen)
+			f.h.mu.Unlock()
+			p := podinfo.Of(term)
+			if err := f.h.pods.Update(p); err != nil {
+				t.Fatal(err)
+			}
+			if tc.standby {
+				f.now = began
+				f.read()
+				f.h.listed = func() bool { return true }
+				f.h.Terminating(p, []string{"10.244.0.5"})
+			}
+			f.now = start.Add(5 * time.Minute)
+			proven := start.Add(30 * time.Second)
+			f.provenUntil(proven)
+			f.h.since = f.now
+			f.h.activate()
+			f.sync("10.244.0.5")
+			want := began
+			if !tc.standby && !tc.recorded {
+				want = proven
+			}
+			hold := f.cached("10.244.0.5").Holders[0]
+			if hold.TerminatingSince == nil || !hold.TerminatingSince.Time.Equal(want) {
+				t.Errorf("hold = %+v, want terminating since %v", hold, want)
+			}
+		})
 	}
 }
 
@@ -467,7 +545,7 @@ func TestHistoryActivationEndsAnOverflow(t *testing.T) {
 	f.sync(addr)
 	name, _ := Name(addr)
 	o := f.client.objects[name]
-	o.Overflow = &Overflow{From: metav1.NewTime(f.now.Add(-time.Hour))}
+	o.Overflow = &Overflow{From: NewTime(f.now.Add(-time.Hour))}
 	f.h.setRecord(name, RecordOf(o), true)
 	f.h.activate()
 	if !slices.Contains(queued(f.h), addr) {
@@ -495,13 +573,48 @@ func queued(h *Historian) []string {
 // retention window, and is then deleted.
 func TestHistoryExpiresAnEndedOverflow(t *testing.T) {
 	f := newHistoryFixture(t)
-	to := metav1.NewTime(f.now.Add(-f.h.retention - time.Minute))
-	r := Record{Overflow: &Overflow{From: metav1.NewTime(to.Add(-time.Hour)), To: &to}}
+	to := NewTime(f.now.Add(-f.h.retention - time.Minute))
+	r := Record{Overflow: &Overflow{From: NewTime(to.Add(-time.Hour)), To: &to}}
 	if !f.h.expired(r) {
 		t.Errorf("an overflow that ended %v before the retention window is not expired", time.Minute)
 	}
-	r.Overflow.To = &metav1.Time{Time: f.now}
+	r.Overflow.To = &Time{Time: f.now}
 	if f.h.expired(r) {
 		t.Error("an overflow that ended now is expired")
+	}
+}
+
+// TestHistoryPodReturnsToAnAddressItHeldBefore checks a pod that comes back
+// to an address it held and let go of before (a, then b, then a again,
+// then b, all under one UID), the second time too briefly for a reconcile
+// between: its earlier, closed hold is not that hold, which is written,
+// so the time reads as held, never as covered and nobody.
+func TestHistoryPodReturnsToAnAddressItHeldBefore(t *testing.T) {
+	const a, b = "10.244.0.5", "10.244.0.6"
+	f := newHistoryFixture(t)
+	start := f.now
+	on := func(rv, ip string) *corev1.Pod {
+		return testPod(func(p *corev1.Pod) {
+			p.ResourceVersion = rv
+			p.Status.PodIP, p.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+		})
+	}
+	p := f.onPodAdd(on("10", a))
+	f.sync(a)
+	f.now = start.Add(10 * time.Second)
+	p = f.onPodUpdate(p, on("11", b))
+	f.sync(a)
+	f.now = start.Add(20 * time.Second)
+	p = f.onPodUpdate(p, on("12", a))
+	f.now = start.Add(30 * time.Second)
+	f.onPodUpdate(p, on("13", b))
+	f.now = start.Add(40 * time.Second)
+	f.sync(a)
+	h := f.cached(a)
+	if len(h.Holders) != 2 || !h.Holders[1].From.Time.Equal(start.Add(20*time.Second)) || h.Holders[1].To == nil || !h.Holders[1].To.Time.Equal(start.Add(30*time.Second)) {
+		t.Fatalf("holds of %s = %+v, want the first and one from +20 s to +30 s", a, h.Holders)
+	}
+	if m := At(h, start.Add(25*time.Second)); len(m) != 1 || m[0].Uncertain {
+		t.Errorf("At(+25 s) = %+v, want the pod, certain", m)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"example.com/podtoip-controller/internal/slim"
 )
 
@@ -22,19 +20,22 @@ type Record struct {
 	ResourceVersion string
 	Holds           []RecordedHold
 	Dropped         int32
-	// RecordedFrom is in Unix seconds; 0 when unset.
+	// RecordedFrom is in Unix milliseconds; 0 when unset.
 	RecordedFrom int64
 	// Overflow is kept as the object has it; nil when unset.
 	Overflow *Overflow
 }
 
 // RecordedHold is a hold as a Record keeps it. From and To are in Unix
-// seconds (To 0: the hold lasts); Namespace and Name, the pod's, are kept
+// milliseconds (To 0: the hold lasts); Namespace and Name, the pod's, are kept
 // only while it lasts.
 type RecordedHold struct {
 	UID             slim.UID
 	From, To        int64
 	Namespace, Name string
+	// TerminatingSince is kept, in Unix milliseconds (0: unset), while the
+	// hold lasts: a new leader takes its pod's termination start from it.
+	TerminatingSince int64
 }
 
 // RecordOf returns what a writer keeps of h.
@@ -45,15 +46,18 @@ func RecordOf(h *IPHistory) Record {
 		Holds:           make([]RecordedHold, len(h.Holders)),
 	}
 	if h.RecordedFrom != nil {
-		r.RecordedFrom = h.RecordedFrom.Unix()
+		r.RecordedFrom = h.RecordedFrom.UnixMilli()
 	}
 	r.Overflow = h.Overflow.DeepCopy()
 	for i, hold := range h.Holders {
-		k := RecordedHold{UID: slim.ToUID(hold.PodUID), From: hold.From.Unix()}
+		k := RecordedHold{UID: slim.ToUID(hold.PodUID), From: hold.From.UnixMilli()}
 		if hold.To != nil {
-			k.To = hold.To.Unix()
+			k.To = hold.To.UnixMilli()
 		} else {
 			k.Namespace, k.Name = slim.Intern(hold.Namespace), hold.Pod
+			if hold.TerminatingSince != nil {
+				k.TerminatingSince = hold.TerminatingSince.UnixMilli()
+			}
 		}
 		r.Holds[i] = k
 	}
@@ -73,23 +77,27 @@ func (r Record) Skeleton(address string) (*IPHistory, error) {
 	}
 	h.ResourceVersion, h.Dropped = r.ResourceVersion, r.Dropped
 	if r.RecordedFrom != 0 {
-		t := unix(r.RecordedFrom)
+		t := unixMilli(r.RecordedFrom)
 		h.RecordedFrom = &t
 	}
 	h.Overflow = r.Overflow.DeepCopy()
 	h.Holders = make([]Hold, len(r.Holds))
 	for i, k := range r.Holds {
-		h.Holders[i] = Hold{Namespace: k.Namespace, Pod: k.Name, PodUID: k.UID.UID(), From: unix(k.From)}
+		h.Holders[i] = Hold{Namespace: k.Namespace, Pod: k.Name, PodUID: k.UID.UID(), From: unixMilli(k.From)}
 		if k.To != 0 {
-			t := unix(k.To)
+			t := unixMilli(k.To)
 			h.Holders[i].To = &t
+		}
+		if k.TerminatingSince != 0 {
+			t := unixMilli(k.TerminatingSince)
+			h.Holders[i].TerminatingSince = &t
 		}
 	}
 	Refresh(h)
 	return h, nil
 }
 
-func unix(s int64) metav1.Time { return metav1.NewTime(time.Unix(s, 0).UTC()) }
+func unixMilli(ms int64) Time { return NewTime(time.UnixMilli(ms).UTC()) }
 
 // patchOp is one operation of a JSON patch (RFC 6902).
 type patchOp struct {
@@ -101,7 +109,7 @@ type patchOp struct {
 // Patch returns the JSON patch that turns before (a Skeleton) into after,
 // the same history changed by Open, Close, Prune and Bound. It reports
 // false when it cannot tell the holds of the two apart, which takes a pod
-// that let go of the address and took it again within one second (the
+// that let go of the address and took it again within one millisecond (the
 // caller then writes the whole object). The patch sets before's
 // resourceVersion, which the API server takes as a precondition: it
 // answers 409 Conflict, changing nothing, if the object was written since.
@@ -144,6 +152,7 @@ func Patch(before, after *IPHistory) ([]byte, bool) {
 		ops = timeOp(ops, at+"/to", kept[k].To, hold.To)
 		ops = timeOp(ops, at+"/endedAfter", kept[k].EndedAfter, hold.EndedAfter)
 		ops = timeOp(ops, at+"/startedBefore", kept[k].StartedBefore, hold.StartedBefore)
+		ops = timeOp(ops, at+"/terminatingSince", kept[k].TerminatingSince, hold.TerminatingSince)
 		k++
 	}
 	if before.Holder != after.Holder {
@@ -182,7 +191,7 @@ type holdKey struct {
 	from int64
 }
 
-func keyOf(h Hold) holdKey { return holdKey{string(h.PodUID), h.From.Unix()} }
+func keyOf(h Hold) holdKey { return holdKey{string(h.PodUID), h.From.UnixMilli()} }
 
 func holderPath(i int) string { return "/holders/" + strconv.Itoa(i) }
 
@@ -200,7 +209,7 @@ func fieldOp(ops []patchOp, path string, had, has bool, v any) []patchOp {
 
 // timeOp appends the operation that changes an optional time from was to
 // is, if they differ.
-func timeOp(ops []patchOp, path string, was, is *metav1.Time) []patchOp {
+func timeOp(ops []patchOp, path string, was, is *Time) []patchOp {
 	if was.Equal(is) {
 		return ops
 	}

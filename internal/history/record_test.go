@@ -8,7 +8,6 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -120,9 +119,9 @@ func FuzzPatch(f *testing.F) {
 func apply(o *IPHistory, op byte, pod types.UID, when byte, minute func(byte) time.Time) {
 	switch op {
 	case 0:
-		hold := Hold{Namespace: "ns", Pod: "pod-" + string(pod), PodUID: pod, Node: "n", From: metav1.NewTime(minute(when))}
+		hold := Hold{Namespace: "ns", Pod: "pod-" + string(pod), PodUID: pod, Node: "n", From: NewTime(minute(when))}
 		if when%5 == 0 {
-			sb := metav1.NewTime(minute(when + 1))
+			sb := NewTime(minute(when + 1))
 			hold.StartedBefore = &sb
 		}
 		Open(o, hold)

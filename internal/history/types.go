@@ -59,10 +59,10 @@ const (
 // only by podtoip-controller's leader. Like PodToIp it has no spec/status
 // split: the writer owns every field.
 //
-// Times are RFC 3339 with whole seconds, as the API stores them: a hold's
-// From is rounded down and its To up, so a hold covers at least the time
-// the pod held the address and two holds that follow each other within a
-// second both answer for that second.
+// Times are RFC 3339 to the millisecond (Time): a hold's From is rounded
+// down and its To up, so a hold covers at least the time the pod held the
+// address. Each edge is the interval it lies in (From and StartedBefore,
+// EndedAfter and To): an answer about a time inside one is uncertain.
 type IPHistory struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -78,7 +78,7 @@ type IPHistory struct {
 	// window or to keep the bound: every hold removed had ended by then, so
 	// no hold covering a later time is missing for that reason. Before it,
 	// holds may be missing.
-	RecordedFrom *metav1.Time `json:"recordedFrom,omitempty"`
+	RecordedFrom *Time `json:"recordedFrom,omitempty"`
 	// Overflow is set when more pods held the address at once than the
 	// MaxHolds open holds an object keeps: between its From and To some of
 	// them have no hold, and no answer about that time is complete.
@@ -91,7 +91,7 @@ type IPHistory struct {
 	// Holders, separated by HolderSeparator; empty when none.
 	Holder string `json:"holder,omitempty"`
 	// Since is the start of the newest open hold.
-	Since *metav1.Time `json:"since,omitempty"`
+	Since *Time `json:"since,omitempty"`
 	// Holds is the number of holds recorded.
 	Holds int32 `json:"holds"`
 }
@@ -105,22 +105,28 @@ type Hold struct {
 	// Node is the node the pod ran on, if it was scheduled.
 	Node string `json:"node,omitempty"`
 	// From is when the hold started.
-	From metav1.Time `json:"from"`
+	From Time `json:"from"`
 	// To is when the hold ended; unset while it lasts. The hold covers
 	// [From, To).
-	To *metav1.Time `json:"to,omitempty"`
-	// EndedAfter is set when the writer did not see the hold end when it
-	// happened (no leader was running, the history was off, the change
-	// reached the writer late, or the pod was terminating): the earliest
-	// time it can have ended, from the coverage (IPHistoryCoverage) or the
-	// start of termination. The end lies between EndedAfter and To.
-	EndedAfter *metav1.Time `json:"endedAfter,omitempty"`
-	// StartedBefore is set when the writer did not see the hold start (the
-	// pod got the address while no leader was running, or before the
-	// history was on): From is then the earliest time it can have started
-	// (the pod's creation), StartedBefore when the writer found it. The
-	// start lies between the two.
-	StartedBefore *metav1.Time `json:"startedBefore,omitempty"`
+	To *Time `json:"to,omitempty"`
+	// EndedAfter is set when the end is an interval: the earliest time
+	// the hold can have ended (the last time the writer's view of the pods
+	// was proven current before it saw the end, how far the coverage went
+	// when no leader saw it, or the start of the pod's termination). The
+	// end lies between EndedAfter and To, when the writer saw it.
+	EndedAfter *Time `json:"endedAfter,omitempty"`
+	// StartedBefore is set when the start is an interval: From is then
+	// the earliest time it can have started (the last time the writer's
+	// view of the pods was proven current before it saw the start, the
+	// pod's creation, or how far the coverage went), StartedBefore when
+	// the writer saw it. The start lies between the two.
+	StartedBefore *Time `json:"startedBefore,omitempty"`
+	// TerminatingSince is set once the pod began terminating, the earliest
+	// time that can have happened: a terminating pod holds its address
+	// until it is gone, but may have stopped using it (its network may be
+	// torn down, the address given to another pod), so the hold is
+	// uncertain from then.
+	TerminatingSince *Time `json:"terminatingSince,omitempty"`
 }
 
 // Overflow is when pods held the address without a hold, MaxHolds being
@@ -130,10 +136,10 @@ type Hold struct {
 type Overflow struct {
 	// From is when the first pod without a hold got the address (at the
 	// earliest).
-	From metav1.Time `json:"from"`
+	From Time `json:"from"`
 	// To is when every holder had a hold again; unset while some have
 	// none.
-	To *metav1.Time `json:"to,omitempty"`
+	To *Time `json:"to,omitempty"`
 	// Namespace is the namespace of the pods without a hold, as a
 	// controller limited to it (--namespace) recorded them; empty when a
 	// controller of all namespaces did, or controllers of several. Only a

@@ -37,17 +37,18 @@ func largest() *IPHistory {
 		Manager: "podtoip-controller", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "example.com/v1",
 		Time: &h.CreationTimestamp, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fields},
 	}}
-	t := metav1.NewTime(time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC))
+	t := NewTime(time.Date(2026, 12, 31, 23, 59, 59, 999*int(time.Millisecond), time.UTC))
 	for i := range MaxHolds {
 		h.Holders = append(h.Holders, Hold{
-			Namespace:     strings.Repeat("n", MaxNamespaceLength),
-			Pod:           strings.Repeat("p", MaxPodLength),
-			PodUID:        types.UID(fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)),
-			Node:          strings.Repeat("d", MaxNodeLength),
-			From:          t,
-			To:            &t,
-			EndedAfter:    &t,
-			StartedBefore: &t,
+			Namespace:        strings.Repeat("n", MaxNamespaceLength),
+			Pod:              strings.Repeat("p", MaxPodLength),
+			PodUID:           types.UID(fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)),
+			Node:             strings.Repeat("d", MaxNodeLength),
+			From:             t,
+			To:               &t,
+			EndedAfter:       &t,
+			StartedBefore:    &t,
+			TerminatingSince: &t,
 		})
 	}
 	h.Dropped, h.RecordedFrom, h.Since, h.Holds = 1<<31-1, &t, &t, MaxHolds
