@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/access"
+	"example.com/podtoip-controller/internal/clock"
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/kubeclient"
@@ -76,6 +77,9 @@ type options struct {
 	// historyRetention is how long closed holds stay in the IPHistory of
 	// their address; 0 turns the history off.
 	historyRetention time.Duration
+	// maxClockOffset is how far this replica's clock may be from the API
+	// server's for the history's coverage to be extended.
+	maxClockOffset time.Duration
 	// compression is whether to ask for gzip-compressed responses.
 	compression bool
 	leader      leader.Options
@@ -98,6 +102,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.profilingAddr, "profiling-bind-address", "0", "Address to serve Go runtime profiles on at /debug/pprof/ (CPU, heap, goroutines); 0 (the default) disables. Use a loopback address: profiles show cached pod names and addresses.")
 	fs.BoolVar(&o.compression, "api-compression", false, "Ask the API server to gzip large responses (the initial lists and the watch streams). Off by default: on a cluster's network, compressing and decompressing costs the API server and the controller more CPU than the bytes saved (the watch of PodToIps alone carries one event per write); turn it on for a slow link to a remote API server. A kubeconfig with disable-compression: true keeps it off.")
 	fs.DurationVar(&o.historyRetention, "history-retention", 24*time.Hour, "How long the IPHistory of an address keeps a hold after it ended (who had the address, when); open holds are kept whatever their age. 0 turns the history off, writing and removing nothing.")
+	fs.DurationVar(&o.maxClockOffset, "max-clock-offset", time.Second, "How far this replica's clock may be from the API server's (measured from the Date of its responses) for the history to vouch for time: every time it records is widened by the offset, and beyond this bound the history's coverage is not extended (a metric and an event say so). Keep nodes' clocks synchronized (NTP).")
 	fs.BoolVar(&o.leader.Enabled, "leader-elect", false, "Run only while holding a coordination.k8s.io Lease, so that several replicas can run with one active.")
 	fs.DurationVar(&o.leader.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long standbys wait after the last renewal before taking the lease over.")
 	fs.DurationVar(&o.leader.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up leadership (and exits).")
@@ -121,6 +126,9 @@ func (o *options) validate() error {
 	}
 	if o.historyRetention < 0 {
 		errs = append(errs, fmt.Errorf("--history-retention=%v: must be 0 (off) or positive", o.historyRetention))
+	}
+	if o.maxClockOffset <= 0 {
+		errs = append(errs, fmt.Errorf("--max-clock-offset=%v: must be positive", o.maxClockOffset))
 	}
 	if o.startupTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--startup-timeout=%v: must be positive", o.startupTimeout))
@@ -200,6 +208,9 @@ func run(ctx context.Context, o options) error {
 type clients struct {
 	config  *kubeclient.Config
 	monitor *access.Monitor
+	// clock measures this process's clock against the API server's, from
+	// every response.
+	clock   *clock.Server
 	kube    kubernetes.Interface
 	mirrors *Client
 	history *history.Client
@@ -215,6 +226,11 @@ func newClients(ctx context.Context, o options) (*clients, error) {
 	kubeclient.Options{UserAgent: controllerName + "/" + buildVersion(), QPS: o.qps, Burst: o.burst, Compression: o.compression}.Apply(cfg)
 	monitor := access.NewMonitor(ctx, podToIpCRD, "pods", "podtoips")
 	cfg.Wrap(monitor.Wrap)
+	clk, err := processClock()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Wrap(clk.Wrap)
 
 	kubeclient.DefaultHTTP2HealthCheck()
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -237,7 +253,25 @@ func newClients(ctx context.Context, o options) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{config: cc, monitor: monitor, kube: kube, mirrors: mirrors, history: histories}, nil
+	return &clients{config: cc, monitor: monitor, clock: clk, kube: kube, mirrors: mirrors, history: histories}, nil
+}
+
+// clockOffsetEnv shifts the history's clock by a duration, for tests of a
+// replica whose clock is off (a static binary ignores libfaketime).
+const clockOffsetEnv = "PODTOIP_CLOCK_OFFSET"
+
+// processClock returns the clock the history records times with: the
+// local one, shifted by $PODTOIP_CLOCK_OFFSET when set.
+func processClock() (*clock.Server, error) {
+	v := os.Getenv(clockOffsetEnv)
+	if v == "" {
+		return clock.New(nil), nil
+	}
+	off, err := time.ParseDuration(v)
+	if err != nil {
+		return nil, fmt.Errorf("$%s=%q: want a duration such as 1500ms or -2s: %w", clockOffsetEnv, v, err)
+	}
+	return clock.New(func() time.Time { return time.Now().Add(off) }), nil
 }
 
 // probes are what the health probes read, shared with leader election.
@@ -324,7 +358,8 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	informers := []cache.SharedIndexInformer{podInformer, mirrorInformer}
 	if o.historyRetention > 0 {
 		inf.History = &history.Config{Client: c.history, Retention: o.historyRetention, Namespace: o.namespace,
-			Progress: progress, Probe: podsVersion(c.kube, o.namespace), Writer: writerName(), Labels: managedLabels}
+			Progress: progress, Probe: podsVersion(c.kube, o.namespace), Writer: writerName(), Labels: managedLabels,
+			Clock: c.clock, MaxClockOffset: o.maxClockOffset, Events: recorder}
 	}
 	controller, err := NewController(ctx, c.mirrors, inf, recorder)
 	if err != nil {

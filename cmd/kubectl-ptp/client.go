@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	serverclock "example.com/podtoip-controller/internal/clock"
 	"example.com/podtoip-controller/internal/history"
 )
 
@@ -52,6 +55,9 @@ type client struct {
 	dyn dynamic.Interface
 	// namespace limits the PodToIps listed; "" for all namespaces.
 	namespace string
+	// clock follows the API server's clock from its responses (nil: not
+	// measured; see serverNow).
+	clock *serverclock.Server
 }
 
 // newClient connects with the kubeconfig flags; namespace is "" for all.
@@ -62,11 +68,26 @@ func newClient(flags genericclioptions.RESTClientGetter, namespace string) (*cli
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "kubectl-ptp/" + version
+	clk := serverclock.New(nil)
+	cfg.Wrap(clk.Wrap)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, apiError(fmt.Errorf("setting up the client for %s: %w", cfg.Host, err))
 	}
-	return &client{dyn: dyn, namespace: namespace}, nil
+	return &client{dyn: dyn, namespace: namespace, clock: clk}, nil
+}
+
+// serverNow returns now by the API server's clock, the latest its
+// responses allow, else local(): the retention window is the writer's, on
+// the server's time, and a reader whose clock is slow would otherwise
+// vouch for time whose holds are pruned.
+func (c *client) serverNow(local func() time.Time) time.Time {
+	if c.clock != nil {
+		if _, hi, ok := c.clock.Offset(); ok {
+			return local().Add(hi)
+		}
+	}
+	return local()
 }
 
 // mirrors lists the PodToIps the controller manages that match

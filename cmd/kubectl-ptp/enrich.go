@@ -176,7 +176,7 @@ func (o *options) loadHistory(cmd *cobra.Command, f *enrichFlags) (*enrich.Build
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	return c.loadCluster(cmd.Context(), o.now, o.streams.ErrOut)
+	return c.loadCluster(cmd.Context(), func() time.Time { return c.serverNow(o.now) }, o.streams.ErrOut)
 }
 
 // eachInput calls each with every file named, or standard input.

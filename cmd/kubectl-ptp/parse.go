@@ -42,7 +42,7 @@ const atHelp = "an RFC 3339 time (2026-05-01T14:05:00Z, 2026-05-01T16:05:00+02:0
 	"a clock time within the last day in local time (14:05, 14:05:30), or how long ago (90m, 2h, 1d12h)"
 
 // parseAt reads the time of --at, relative to now, rounded down to the
-// second: the precision of the recorded history.
+// millisecond: the precision of the recorded history.
 func parseAt(s string, now time.Time) (time.Time, error) {
 	t, err := parseTime(s, now)
 	if err != nil {
@@ -51,7 +51,7 @@ func parseAt(s string, now time.Time) (time.Time, error) {
 	if t.After(now) {
 		return time.Time{}, usageErrorf("--at %s is in the future; for who holds an address now, use who-has", s)
 	}
-	return t.Truncate(time.Second), nil
+	return t.Truncate(time.Millisecond), nil
 }
 
 func parseTime(s string, now time.Time) (time.Time, error) {

@@ -40,17 +40,18 @@ func TestParseAt(t *testing.T) {
 	}{
 		{"2026-05-01T14:05:00Z", now, time.Date(2026, 5, 1, 14, 5, 0, 0, time.UTC)},
 		{"2026-05-01T16:05:00+02:00", now, time.Date(2026, 5, 1, 14, 5, 0, 0, time.UTC)},
-		{"2026-05-01T14:05:00.999Z", now, time.Date(2026, 5, 1, 14, 5, 0, 0, time.UTC)}, // rounded down to the second
+		{"2026-05-01T14:05:00.999Z", now, time.Date(2026, 5, 1, 14, 5, 0, 999_000_000, time.UTC)},
+		{"2026-05-01T14:05:00.9999Z", now, time.Date(2026, 5, 1, 14, 5, 0, 999_000_000, time.UTC)}, // rounded down to the millisecond
 		{"14:05", now, time.Date(2026, 5, 1, 14, 5, 0, 0, time.UTC)},
 		{"14:05:30", now, time.Date(2026, 5, 1, 14, 5, 30, 0, time.UTC)},
 		{"17:00", now, time.Date(2026, 4, 30, 17, 0, 0, 0, time.UTC)}, // still ahead today: yesterday
 		{"16:00:30", now, time.Date(2026, 5, 1, 16, 0, 30, 0, time.UTC)},
 		{"14:05", now.In(east), time.Date(2026, 5, 1, 12, 5, 0, 0, time.UTC)}, // local time
-		{"90m", now, time.Date(2026, 5, 1, 14, 30, 30, 0, time.UTC)},
-		{"2h", now, time.Date(2026, 5, 1, 14, 0, 30, 0, time.UTC)},
-		{"1d", now, time.Date(2026, 4, 30, 16, 0, 30, 0, time.UTC)},
-		{"1d12h", now, time.Date(2026, 4, 30, 4, 0, 30, 0, time.UTC)},
-		{"0s", now, time.Date(2026, 5, 1, 16, 0, 30, 0, time.UTC)},
+		{"90m", now, time.Date(2026, 5, 1, 14, 30, 30, 500_000_000, time.UTC)},
+		{"2h", now, time.Date(2026, 5, 1, 14, 0, 30, 500_000_000, time.UTC)},
+		{"1d", now, time.Date(2026, 4, 30, 16, 0, 30, 500_000_000, time.UTC)},
+		{"1d12h", now, time.Date(2026, 4, 30, 4, 0, 30, 500_000_000, time.UTC)},
+		{"0s", now, time.Date(2026, 5, 1, 16, 0, 30, 500_000_000, time.UTC)},
 	} {
 		got, err := parseAt(tc.at, tc.now)
 		if err != nil || !got.Equal(tc.want) {

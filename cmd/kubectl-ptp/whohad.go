@@ -116,7 +116,7 @@ func (o *options) whoHad(ctx context.Context, cmd *cobra.Command, arg, atFlag st
 	if err != nil {
 		return err
 	}
-	now := o.now()
+	now := c.serverNow(o.now)
 	ans := history.WhoHad(h, history.Query{At: at, Now: now, Namespace: c.namespace, Coverages: coverageObjects(reads)})
 	res := newWhoHadResult(a, at, h, ans)
 	if o.output != "" {

@@ -430,3 +430,30 @@ func TestWhoHadGap(t *testing.T) {
 		}
 	}
 }
+
+// TestWhoHadAtAnEdge checks a time to the millisecond around an end that
+// the writer saw 300 ms after its last proven view: inside that interval
+// the pod is uncertain, with the interval printed; a millisecond after it
+// let go, nobody; never the pod as certain after it let go, as rounding
+// --at down to the second once made it.
+func TestWhoHadAtAnEdge(t *testing.T) {
+	api := newFakeAPI(t)
+	api.histories["10.244.1.7"] = historyJSON("10.244.1.7", func(h *history.IPHistory) {
+		open(h, "shop", "old-1", uidOld, "node-1", "12:00")
+		after := clock("12:30").Add(100 * time.Millisecond)
+		history.Close(h, types.UID(uidOld), clock("12:30").Add(400*time.Millisecond), &after)
+	})
+	api.coverages["all"] = provenAll
+	out, errOut, code := runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "2026-05-01T12:30:00.2Z")
+	if code != exitFound || !strings.Contains(out, "uncertain: ended between 2026-05-01T12:30:00.1Z and 2026-05-01T12:30:00.4Z") {
+		t.Errorf("who-had inside the end's interval: exit %d\n%s%s\nwant old-1, uncertain, with the interval", code, out, errOut)
+	}
+	out, errOut, code = runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "2026-05-01T12:30:00.4Z")
+	if code != exitNotFound || strings.Contains(out, "old-1") {
+		t.Errorf("who-had when the end was seen: exit %d\n%s%s\nwant nobody", code, out, errOut)
+	}
+	out, errOut, code = runPtp(t, api, testNow, "who-had", "10.244.1.7", "--at", "2026-05-01T12:30:00.099Z")
+	if code != exitFound || strings.Contains(out, "uncertain") {
+		t.Errorf("who-had before the end's interval: exit %d\n%s%s\nwant old-1, certain", code, out, errOut)
+	}
+}

@@ -17,12 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/addr"
+	"example.com/podtoip-controller/internal/clock"
 	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/kubeclient"
 	"example.com/podtoip-controller/internal/podinfo"
@@ -66,7 +68,16 @@ type Historian struct {
 	progress *Progress
 	probe    func(context.Context) (string, error)
 	writer   string
-	now      func() time.Time
+	// now is this process's clock; clock, if set, how far it may be from
+	// the API server's (see late, early), and maxOffset how far it may be
+	// for the coverage to be extended.
+	now       func() time.Time
+	clock     *clock.Server
+	maxOffset time.Duration
+	events    record.EventRecorder
+	// offsetOff is set while the offset exceeds maxOffset, for one event
+	// a spell.
+	offsetOff bool
 	// active is set while the workers run (on the leader): the handlers
 	// queue nothing before, activation lists what changed meanwhile.
 	active atomic.Bool
@@ -191,6 +202,13 @@ type Config struct {
 	Probe    func(context.Context) (string, error)
 	// Writer names this controller in the coverage it records.
 	Writer string
+	// Clock is this process's clock, measured against the API server's
+	// (nil: the local clock, taken as exact); MaxClockOffset is how far
+	// they may be apart for the coverage to be extended. Events records
+	// the offset exceeding it (nil: not recorded).
+	Clock          *clock.Server
+	MaxClockOffset time.Duration
+	Events         record.EventRecorder
 	// Labels are the labels of the objects it writes (managed-by); never
 	// modified.
 	Labels map[string]string
@@ -218,7 +236,7 @@ type Pods struct {
 
 // NewHistorian builds the history's writer of cfg on pods; Run starts it.
 func NewHistorian(cfg *Config, pods Pods) *Historian {
-	return &Historian{
+	h := &Historian{
 		client:           cfg.Client,
 		pods:             pods.Cache,
 		holders:          pods.Holders,
@@ -233,6 +251,9 @@ func NewHistorian(cfg *Config, pods Pods) *Historian {
 		probe:            cfg.Probe,
 		writer:           cfg.Writer,
 		now:              time.Now,
+		clock:            cfg.Clock,
+		maxOffset:        cfg.MaxClockOffset,
+		events:           cfg.Events,
 		records:          map[string]Record{},
 		stale:            map[string]bool{},
 		unproven:         map[string]bool{},
@@ -242,7 +263,28 @@ func NewHistorian(cfg *Config, pods Pods) *Historian {
 			kubeclient.NewRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "iphistory"}),
 	}
+	if cfg.Clock != nil {
+		h.now = cfg.Clock.Now
+	}
+	return h
 }
+
+// skew is how far this process's clock may be from the API server's:
+// every time the history records is widened by it, a start or an end
+// seen (late) later and the last time the view was proven (early)
+// earlier, so that no time is stated more precisely than the clocks
+// agree.
+func (h *Historian) skew() time.Duration {
+	if h.clock == nil {
+		return 0
+	}
+	return h.clock.Spread()
+}
+
+// late and early are now as the latest and the earliest the API server's
+// clock can show.
+func (h *Historian) late() time.Time  { return h.now().Add(h.skew()) }
+func (h *Historian) early() time.Time { return h.now().Add(-h.skew()) }
 
 // writesTotal counts the history's writes, next to the controller's own
 // metrics (RegisterMetrics).
@@ -252,10 +294,18 @@ var writesTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 	StabilityLevel: metrics.ALPHA,
 }, []string{"operation"})
 
+// clockOffset is how far this process's clock may be from the API
+// server's, as the leader's last proof measured it.
+var clockOffset = metrics.NewGauge(&metrics.GaugeOpts{
+	Namespace: "podtoip", Subsystem: "controller", Name: "clock_offset_seconds",
+	Help:           "How far this replica's clock may be from the API server's, either way (from the Date of its responses, bounded by their round trip); above --max-clock-offset the history's coverage is not extended.",
+	StabilityLevel: metrics.ALPHA,
+})
+
 // RegisterMetrics registers the history's metrics with legacyregistry,
 // where the controller registers its own; once per process.
 func RegisterMetrics() {
-	legacyregistry.MustRegister(writesTotal)
+	legacyregistry.MustRegister(writesTotal, clockOffset)
 }
 
 // Moved queues the addresses whose holds a pod change starts or ends, and
@@ -267,7 +317,7 @@ func (h *Historian) Moved(old, cur *podinfo.Pod, was, is []string) {
 	if !h.noting() {
 		return
 	}
-	now := h.now()
+	now := h.late()
 	same := old != nil && cur != nil && old.UID == cur.UID
 	// The change is the newer object's: an update's, or the deletion's
 	// (a deleted pod's last state carries the deletion's version).
@@ -330,7 +380,7 @@ func (h *Historian) Terminating(pod *podinfo.Pod, addrs []string) {
 	if !h.noting() || len(addrs) == 0 {
 		return
 	}
-	now, after := h.now(), h.bound(pod.ResourceVersion)
+	now, after := h.late(), h.bound(pod.ResourceVersion)
 	h.mu.Lock()
 	if _, ok := h.terminatingSince[pod.UID]; !ok {
 		h.terminatingSince[pod.UID] = after
@@ -512,7 +562,7 @@ func (h *Historian) Run(ctx, inflight context.Context, workers int) {
 	// records are read, so a pod that gets an address meanwhile has its
 	// start observed, not stated as unknown.
 	h.mu.Lock()
-	h.since = h.now()
+	h.since = h.late()
 	h.mu.Unlock()
 	h.active.Store(true)
 	err := wait.PollUntilContextCancel(ctx, loadRetry, true, func(ctx context.Context) (bool, error) {
@@ -656,13 +706,20 @@ func (h *Historian) holding(addr string) []*podinfo.Pod {
 // expired reports whether r has a closed hold, or an overflow that ended,
 // past the retention window.
 func (h *Historian) expired(r Record) bool {
-	before := h.now().Add(-h.retention).UnixMilli()
+	before := h.pruneBefore(h.now()).UnixMilli()
 	for _, hold := range r.Holds {
 		if hold.To != 0 && hold.To < before {
 			return true
 		}
 	}
 	return r.Overflow != nil && r.Overflow.To != nil && r.Overflow.To.UnixMilli() < before
+}
+
+// pruneBefore is the start of the retention window at local time now:
+// readers take it from the API server's clock, so a hold is pruned only
+// once it ended before the window by either clock.
+func (h *Historian) pruneBefore(now time.Time) time.Time {
+	return now.Add(-h.retention - h.skew())
 }
 
 // expireEvery queues, every period, the addresses with holds past the

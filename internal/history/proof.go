@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -44,7 +45,7 @@ const maxProbes = 256
 
 // probeNow reads the pods' resourceVersion and keeps it.
 func (h *Historian) probeNow(ctx context.Context) (probePoint, error) {
-	at := h.now()
+	at := h.early()
 	s, err := h.probe(ctx)
 	if err != nil {
 		return probePoint{}, fmt.Errorf("reading the pods' resourceVersion: %w", err)
@@ -137,6 +138,9 @@ func (h *Historian) proveLoop(ctx, inflight context.Context, period time.Duratio
 // change before it has been seen; once every change seen by then is
 // written, it is recorded.
 func (h *Historian) prove(ctx, inflight context.Context) error {
+	if err := h.clockAgrees(ctx); err != nil {
+		return err
+	}
 	wctx, cancel := context.WithTimeout(ctx, proveWait)
 	defer cancel()
 	epoch, listedAt := h.progress.lastList()
@@ -145,7 +149,7 @@ func (h *Historian) prove(ctx, inflight context.Context) error {
 		// The informer listed the pods again (its watch broke off, and
 		// pods may have come and gone unseen): the coverage starts anew
 		// from that list.
-		h.epoch, h.since = epoch, listedAt
+		h.epoch, h.since = epoch, listedAt.Add(h.skew())
 	}
 	h.mu.Unlock()
 	p, err := h.probeNow(wctx)
@@ -159,7 +163,7 @@ func (h *Historian) prove(ctx, inflight context.Context) error {
 	if e, _ := h.progress.lastList(); e != epoch {
 		return fmt.Errorf("the pod informer listed the pods again while proving %s", at.Format(time.RFC3339))
 	}
-	handled := h.now()
+	handled := h.late()
 	for h.pendingBefore(handled) {
 		select {
 		case <-wctx.Done():
@@ -168,6 +172,39 @@ func (h *Historian) prove(ctx, inflight context.Context) error {
 		}
 	}
 	return h.extend(inflight, at)
+}
+
+// clockAgrees reports an error while this process's clock may be further
+// from the API server's than maxOffset, or is not measured yet: the
+// coverage then stays where it is, and readers answer "not covered" for
+// the time after it rather than trust times that far off. It keeps the
+// metric of the offset, and records an event when the offset first
+// exceeds the bound.
+func (h *Historian) clockAgrees(ctx context.Context) error {
+	if h.clock == nil {
+		return nil
+	}
+	_, _, known := h.clock.Offset()
+	spread := h.clock.Spread()
+	clockOffset.Set(spread.Seconds())
+	if !known {
+		return errors.New("this process's clock is not measured against the API server's yet")
+	}
+	if spread <= h.maxOffset {
+		h.offsetOff = false
+		return nil
+	}
+	err := fmt.Errorf("this process's clock may be %v from the API server's, more than --max-clock-offset=%v: the history's coverage is not extended until they agree (synchronize the node's clock, e.g. with NTP)", spread.Round(time.Millisecond), h.maxOffset)
+	if !h.offsetOff {
+		h.offsetOff = true
+		klog.FromContext(ctx).Error(err, "Not extending the history's coverage")
+		if h.events != nil {
+			ref := &IPHistoryCoverage{TypeMeta: metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: CoverageKind},
+				ObjectMeta: metav1.ObjectMeta{Name: CoverageName(h.namespace)}}
+			h.events.Eventf(ref, "Warning", "ClockOffsetTooLarge", "%v", err)
+		}
+	}
+	return err
 }
 
 // proveTick is how often a proof looks again at what it waits for.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"example.com/podtoip-controller/internal/clock"
 	"example.com/podtoip-controller/internal/podinfo"
 )
 
@@ -450,4 +451,48 @@ func TestHistoryRetentionChangeVouchesNoFurther(t *testing.T) {
 			t.Errorf("coverage's retention after a leader with %v read it = %v, want %v", f.h.retention, got, f.h.retention)
 		}
 	})
+}
+
+// TestHistoryWidensByTheClockOffset checks a replica whose clock may be
+// off from the API server's: every edge it records is widened by how far
+// (the time seen later, the last proven view earlier), and beyond
+// --max-clock-offset the coverage is not extended at all.
+func TestHistoryWidensByTheClockOffset(t *testing.T) {
+	for name, offset := range map[string]time.Duration{"within": 300 * time.Millisecond, "beyond": 1500 * time.Millisecond} {
+		t.Run(name, func(t *testing.T) {
+			f := newHistoryFixture(t)
+			f.late = true
+			start := f.now
+			f.h.clock = clock.New(func() time.Time { return f.now })
+			f.h.maxOffset = time.Second
+			// The server's clock is offset ahead; its Date is to the second.
+			for ms := 0; ms < 1000; ms += 50 {
+				local := start.Add(time.Duration(ms) * time.Millisecond)
+				f.h.clock.Observe(local.Add(offset).Truncate(time.Second), local, local)
+			}
+			spread := f.h.skew()
+			if spread < offset || spread > offset+50*time.Millisecond {
+				t.Fatalf("skew = %v, want about %v", spread, offset)
+			}
+			version := "100"
+			f.h.probe = func(context.Context) (string, error) { return version, nil }
+			if _, err := f.h.probeNow(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			f.now = start.Add(time.Second)
+			f.onPodAdd(testPod(func(p *corev1.Pod) {
+				p.ResourceVersion = "101"
+				p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+			}))
+			f.sync("10.244.0.5")
+			h := f.cached("10.244.0.5").Holders[0]
+			if !h.From.Time.Equal(floor(start.Add(-spread)).Time) || h.StartedBefore == nil || !h.StartedBefore.Time.Equal(ceil(f.now.Add(spread)).Time) {
+				t.Errorf("hold = %+v, want started between %v and %v", h, start.Add(-spread), f.now.Add(spread))
+			}
+			err := f.h.clockAgrees(context.Background())
+			if (err == nil) != (offset < time.Second) {
+				t.Errorf("clockAgrees with the clock %v off = %v", offset, err)
+			}
+		})
+	}
 }

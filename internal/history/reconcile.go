@@ -25,7 +25,7 @@ func (h *Historian) sync(ctx context.Context, addr string) error {
 	if err := h.refresh(ctx, name); err != nil {
 		return err
 	}
-	now, seen := h.now(), h.seenOf(addr)
+	now, seen := h.late(), h.seenOf(addr)
 	r, known := h.record(name)
 	var have, want *IPHistory
 	if known {
@@ -155,7 +155,7 @@ func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]see
 	default:
 		changed = EndOverflow(o, now, h.namespace) || changed
 	}
-	pruned, _ := Prune(o, now.Add(-h.retention))
+	pruned, _ := Prune(o, h.pruneBefore(now.Add(-h.skew())))
 	return changed || pruned, refused + brief.n
 }
 
