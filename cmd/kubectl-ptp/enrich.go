@@ -33,8 +33,10 @@ unset):
            (..--end-field): RFC 3339, Unix seconds or milliseconds.
   csv      CSV with a header row: the columns named as for jsonl.
 
-Each address is answered over the record's window widened by --skew: the
-holders' namespace, pod, pod UID and node, and a match word:
+Each address is answered over the record's window widened by --skew (a
+pod is certain only if the record meets its hold however the window is
+shifted within the skew): the holders' namespace, pod, pod UID and node,
+and a match word:
   certain      one pod held it, and the history vouches for the window
   handover     pods held it one after the other, all certain
   uncertain    the window meets the interval in which a start or an end

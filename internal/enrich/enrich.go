@@ -185,8 +185,7 @@ func (e *Enricher) lookup(address []byte, from, to int64, a *Answer) {
 		a.Match, a.Holders, a.Current = Skipped, a.Holders[:0], ""
 		return
 	}
-	skew := e.opts.Skew.Nanoseconds()
-	e.ix.Lookup(address, from-skew, to+skew, a)
+	e.ix.Lookup(address, from, to, e.opts.Skew.Nanoseconds(), a)
 }
 
 // lines reads an input line by line, numbering them: from r, or from data

@@ -68,8 +68,16 @@ type found struct {
 }
 
 // Lookup answers who held address over the closed window [from, to] (Unix
-// nanoseconds) into a. An address not in canonical form is canonicalized.
-func (ix *Index) Lookup(address []byte, from, to int64, a *Answer) {
+// nanoseconds), each end of which may be off by up to skew, into a. An
+// address not in canonical form is canonicalized.
+//
+// The holders are those of the window widened by the skew; one is certain
+// only if the window overlaps its certain part however it is shifted
+// within the skew: a pod that let go of the address just before the
+// record's start held it during the record only if the flow's clock ran
+// ahead, which nothing shows.
+func (ix *Index) Lookup(address []byte, from, to, skew int64, a *Answer) {
+	from, to = from-skew, to+skew
 	a.Match, a.Holders, a.Current, a.found = None, a.Holders[:0], "", a.found[:0]
 	var e entry
 	ok := false
@@ -88,6 +96,11 @@ func (ix *Index) Lookup(address []byte, from, to int64, a *Answer) {
 	if ok {
 		start = e.start
 		ix.collect(&e, from, to, a)
+		for i := range a.found {
+			if f := &a.found[i]; skew > 0 && (f.certFrom > to-2*skew || f.certTo < from+2*skew) {
+				f.uncertain = true
+			}
+		}
 		// history.WhoHad: a time in the Overflow is not covered.
 		overflow = e.overflowTo != 0 && max(from, e.overflowFrom) < e.overflowTo && e.overflowFrom <= to
 	}

@@ -152,7 +152,7 @@ func TestLookupAgreesWithWhoHad(t *testing.T) {
 		from := t0.Add(time.Duration(rng.IntN(50_000)-5_000) * time.Millisecond)
 		to := from.Add(time.Duration(rng.IntN(6_000)) * time.Millisecond)
 		var a Answer
-		ix.Lookup([]byte("10.0.0.1"), from.UnixNano(), to.UnixNano(), &a)
+		ix.Lookup([]byte("10.0.0.1"), from.UnixNano(), to.UnixNano(), 0, &a)
 		var got []string
 		for _, id := range a.Holders {
 			got = append(got, ix.Pod(id).Name)
@@ -191,11 +191,11 @@ func TestLookupNonCanonicalAndCurrent(t *testing.T) {
 	b.AddCurrent("10.0.0.9", "node/n1")
 	ix := b.Build(t0.Add(100 * time.Second))
 	var a Answer
-	ix.Lookup([]byte("FD00:0::1:7"), t0.Add(12*time.Second).UnixNano(), t0.Add(14*time.Second).UnixNano(), &a)
+	ix.Lookup([]byte("FD00:0::1:7"), t0.Add(12*time.Second).UnixNano(), t0.Add(14*time.Second).UnixNano(), 0, &a)
 	if a.Match != Certain || len(a.Holders) != 1 || ix.Pod(a.Holders[0]).Name != "web" {
 		t.Errorf("non-canonical address: %v %v, want certain web", a.Match, a.Holders)
 	}
-	ix.Lookup([]byte("10.0.0.9"), t0.Add(12*time.Second).UnixNano(), t0.Add(14*time.Second).UnixNano(), &a)
+	ix.Lookup([]byte("10.0.0.9"), t0.Add(12*time.Second).UnixNano(), t0.Add(14*time.Second).UnixNano(), 0, &a)
 	if a.Match != Current || a.Current != "node/n1" {
 		t.Errorf("node address: %v %q, want current node/n1", a.Match, a.Current)
 	}
@@ -206,8 +206,39 @@ func TestLookupTrailIsNeverCertain(t *testing.T) {
 	b.AddTrail("10.0.0.2", Pod{Namespace: "ns", Name: "old", UID: "u9"}, at(0).Time, at(50).Time)
 	ix := b.Build(t0.Add(100 * time.Second))
 	var a Answer
-	ix.Lookup([]byte("10.0.0.2"), t0.Add(10*time.Second).UnixNano(), t0.Add(11*time.Second).UnixNano(), &a)
+	ix.Lookup([]byte("10.0.0.2"), t0.Add(10*time.Second).UnixNano(), t0.Add(11*time.Second).UnixNano(), 0, &a)
 	if a.Match != Uncertain || len(a.Holders) != 1 {
 		t.Errorf("trail hold: %v %v, want uncertain old", a.Match, a.Holders)
+	}
+}
+
+// TestLookupSkewNeverMakesCertain checks the window widened by the skew:
+// a pod whose certain hold the record meets only if the flow's clock was
+// off is uncertain, not certain (a record wholly after the pod let go
+// once named it certain); one the record meets however the window is
+// shifted within the skew stays certain.
+func TestLookupSkewNeverMakesCertain(t *testing.T) {
+	b := NewBuilder("", []*history.IPHistoryCoverage{cov(time.Hour, [2]int{0, 100})})
+	h := &history.IPHistory{Address: "10.0.0.1", Holders: []history.Hold{{Namespace: "ns", Pod: "web", PodUID: "u1", From: at(10), To: ptr(20)}}}
+	h.CreationTimestamp = metav1.Time(at(0))
+	b.AddHistory(h)
+	ix := b.Build(t0.Add(100 * time.Second))
+	ms := func(d time.Duration) int64 { return t0.Add(d).UnixNano() }
+	skew := time.Second.Nanoseconds()
+	for _, c := range []struct {
+		from, to time.Duration
+		want     Match
+	}{
+		{20300 * time.Millisecond, 21 * time.Second, Uncertain}, // wholly after web let go
+		{9 * time.Second, 9500 * time.Millisecond, Uncertain},   // wholly before it got the address
+		{18 * time.Second, 19 * time.Second, Certain},           // within, however shifted
+		{19500 * time.Millisecond, 25 * time.Second, Uncertain},
+		{25 * time.Second, 26 * time.Second, None},
+	} {
+		var a Answer
+		ix.Lookup([]byte("10.0.0.1"), ms(c.from), ms(c.to), skew, &a)
+		if a.Match != c.want {
+			t.Errorf("record [%v, %v] with a skew of 1s: %v, want %v", c.from, c.to, a.Match, c.want)
+		}
 	}
 }
