@@ -692,13 +692,22 @@ func (h *Historian) holds(addr string, uid slim.UID) bool {
 }
 
 // holding returns the cached pods that hold addr now.
+// A terminating pod whose address a pod that is not terminating holds no
+// longer does: its sandbox was torn down and the address given again,
+// though its status still lists it until it is gone.
 func (h *Historian) holding(addr string) []*podinfo.Pod {
 	var out []*podinfo.Pod
+	live := false
 	for _, key := range h.holders.Holders(addr) {
 		obj, ok, _ := h.pods.GetByKey(key.String())
 		if ok && slices.Contains(h.held(obj.(*podinfo.Pod)), addr) {
-			out = append(out, obj.(*podinfo.Pod))
+			pod := obj.(*podinfo.Pod)
+			out = append(out, pod)
+			live = live || !pod.Terminating()
 		}
+	}
+	if live {
+		out = slices.DeleteFunc(out, (*podinfo.Pod).Terminating)
 	}
 	return out
 }

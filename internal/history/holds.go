@@ -52,6 +52,9 @@ func Open(h *IPHistory, hold Hold) bool {
 	}
 	hold.From = floor(hold.From.Time)
 	hold.To, hold.EndedAfter = nil, nil
+	if t := hold.TerminatingSince; t != nil && t.Before(&hold.From) {
+		hold.TerminatingSince = &hold.From
+	}
 	if hold.StartedBefore != nil {
 		if before := ceil(hold.StartedBefore.Time); before.After(hold.From.Time) {
 			hold.StartedBefore = &before

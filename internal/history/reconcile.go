@@ -113,13 +113,20 @@ func (h *Historian) update(ctx context.Context, name string, have, want *IPHisto
 func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]seenAt) (changed bool, refused int) {
 	holders := h.holdersOf(o.Address, now, seen)
 	proven := h.provenUntil()
+	taken := takenAt(holders)
 	for _, hold := range OpenHolds(o) {
 		s := seen[slim.ToUID(hold.PodUID)]
 		holding := slices.ContainsFunc(holders, func(x Hold) bool { return x.PodUID == hold.PodUID })
+		since, terminating := h.terminatingOf(slim.ToUID(hold.PodUID))
 		switch {
 		case !h.inScope(hold.Namespace):
 		case holding && (!s.back() || !hold.From.Time.Before(floor(lastFrom(s)).Time)):
 			// Held since it was opened, or the hold since it came back.
+		case s.end.IsZero() && terminating && !taken.IsZero():
+			// Terminating, its address given to a pod that is not: it let
+			// go of it after its termination began and before the
+			// newcomer got it.
+			changed = Close(o, hold.PodUID, earliest(taken, now), &since) || changed
 		case s.end.IsZero():
 			changed = Close(o, hold.PodUID, now, &proven) || changed
 		default:
@@ -157,6 +164,33 @@ func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]see
 	}
 	pruned, _ := Prune(o, h.pruneBefore(now.Add(-h.skew())))
 	return changed || pruned, refused + brief.n
+}
+
+// takenAt returns the latest time at which the first of holders that is
+// not terminating can have got the address (zero: none): a terminating
+// pod let go of it by then.
+func takenAt(holders []Hold) time.Time {
+	var t time.Time
+	for _, x := range holders {
+		if x.TerminatingSince != nil {
+			continue
+		}
+		start := x.From.Time
+		if x.StartedBefore != nil {
+			start = x.StartedBefore.Time
+		}
+		if t.IsZero() || start.Before(t) {
+			t = start
+		}
+	}
+	return t
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // overflowStart is the earliest start of the holds Open refused, and how
@@ -270,6 +304,10 @@ func (h *Historian) holdersOf(addr string, now time.Time, seen map[slim.UID]seen
 	var out []Hold
 	for _, pod := range h.holding(addr) {
 		hold := Hold{Namespace: pod.Namespace, Pod: pod.Name, PodUID: pod.UID.UID(), Node: pod.NodeName}
+		if since, ok := h.terminatingOf(pod.UID); ok && pod.Terminating() {
+			t := NewTime(since)
+			hold.TerminatingSince = &t
+		}
 		switch s := seen[pod.UID]; {
 		case s.back():
 			startOf(&hold, s.again, s.againAfter)

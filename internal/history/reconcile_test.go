@@ -618,3 +618,45 @@ func TestHistoryPodReturnsToAnAddressItHeldBefore(t *testing.T) {
 		t.Errorf("At(+25 s) = %+v, want the pod, certain", m)
 	}
 }
+
+// TestHistoryTerminatingPodsAddressGivenAgain checks a pod that is still
+// terminating when its address is given to a new pod (its sandbox torn
+// down, the address freed, its status not updated yet): its hold ends no
+// later than the newcomer's start, between its termination's start and
+// that, so a live lookup never names two certain holders; and it is not
+// opened again while it lasts.
+func TestHistoryTerminatingPodsAddressGivenAgain(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	old := f.onPodAdd(testPod(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}} }))
+	f.sync("10.244.0.5")
+	f.now = start.Add(time.Minute)
+	term := testPod(func(p *corev1.Pod) {
+		p.ResourceVersion = "11"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+		p.DeletionTimestamp = &metav1.Time{Time: start.Add(90 * time.Second)}
+	})
+	f.onPodUpdate(old, term)
+	f.h.Terminating(podinfo.Of(term), []string{"10.244.0.5"})
+	f.sync("10.244.0.5")
+	f.now = start.Add(70 * time.Second)
+	f.onPodAdd(testPod(func(p *corev1.Pod) {
+		p.Name, p.UID, p.ResourceVersion = "next", "uid-n", "12"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	f.sync("10.244.0.5")
+	h := f.cached("10.244.0.5")
+	if len(h.Holders) != 2 {
+		t.Fatalf("holds = %+v, want the terminating pod's, closed, and the newcomer's", h.Holders)
+	}
+	gone, next := h.Holders[0], h.Holders[1]
+	if gone.To == nil || !gone.To.Time.Equal(f.now) || gone.EndedAfter == nil || !gone.EndedAfter.Time.Equal(start.Add(time.Minute)) || next.To != nil {
+		t.Errorf("holds = %+v, want the terminating pod's ended between its termination (%v) and the newcomer's start (%v)", h.Holders, start.Add(time.Minute), f.now)
+	}
+	if m := At(h, f.now.Add(time.Second)); len(m) != 1 || m[0].Pod != "next" {
+		t.Errorf("At after the newcomer's start = %+v, want next alone", m)
+	}
+	f.now = start.Add(80 * time.Second)
+	f.sync("10.244.0.5")
+	f.expectCalls("create 10.244.0.5", "update 10.244.0.5", "update 10.244.0.5")
+}
