@@ -31,7 +31,7 @@ const (
 // MaxHolds bounds the holds kept per address: enough for an address that
 // passes to a new pod every half hour to keep a day of history (48 holds),
 // and a bound on the object. At the longest names the API allows, an
-// object of 64 holds is under 70 KiB (TestLargestObject), less than a
+// object of 64 holds is under 75 KiB (TestLargestObject), less than a
 // twentieth of the 1.5 MiB etcd accepts in one request, so a write never
 // fails for size and a GET stays cheap.
 const (
