@@ -269,22 +269,36 @@ func NewHistorian(cfg *Config, pods Pods) *Historian {
 	return h
 }
 
-// skew is how far this process's clock may be from the API server's:
-// every time the history records is widened by it, a start or an end
-// seen (late) later and the last time the view was proven (early)
-// earlier, so that no time is stated more precisely than the clocks
-// agree.
-func (h *Historian) skew() time.Duration {
+// offset returns the bounds of the API server's clock minus this
+// process's (zero without a clock, or before it is measured).
+func (h *Historian) offset() (lo, hi time.Duration) {
 	if h.clock == nil {
-		return 0
+		return 0, 0
 	}
-	return h.clock.Spread()
+	lo, hi, _ = h.clock.Offset()
+	return lo, hi
+}
+
+// skew is how far this process's clock may be from the API server's.
+func (h *Historian) skew() time.Duration {
+	lo, hi := h.offset()
+	return max(lo, -lo, hi, -hi)
 }
 
 // late and early are now as the latest and the earliest the API server's
-// clock can show.
-func (h *Historian) late() time.Time  { return h.now().Add(h.skew()) }
-func (h *Historian) early() time.Time { return h.now().Add(-h.skew()) }
+// clock can show: a start or an end is recorded as seen (late) no earlier,
+// and the last time the view was proven (early) no later, than the
+// server's clock says, so that no time is stated more precisely than the
+// clocks agree.
+func (h *Historian) late() time.Time {
+	_, hi := h.offset()
+	return h.now().Add(hi)
+}
+
+func (h *Historian) early() time.Time {
+	lo, _ := h.offset()
+	return h.now().Add(lo)
+}
 
 // writesTotal counts the history's writes, next to the controller's own
 // metrics (RegisterMetrics).
@@ -724,11 +738,12 @@ func (h *Historian) expired(r Record) bool {
 	return r.Overflow != nil && r.Overflow.To != nil && r.Overflow.To.UnixMilli() < before
 }
 
-// pruneBefore is the start of the retention window at local time now:
-// readers take it from the API server's clock, so a hold is pruned only
-// once it ended before the window by either clock.
+// pruneBefore is the start of the retention window at local time now, by
+// the API server's clock, which readers take it from: a hold is pruned
+// only once it ended before the window however far the clocks are apart.
 func (h *Historian) pruneBefore(now time.Time) time.Time {
-	return now.Add(-h.retention - h.skew())
+	lo, _ := h.offset()
+	return now.Add(lo - h.retention)
 }
 
 // expireEvery queues, every period, the addresses with holds past the

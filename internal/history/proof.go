@@ -149,7 +149,8 @@ func (h *Historian) prove(ctx, inflight context.Context) error {
 		// The informer listed the pods again (its watch broke off, and
 		// pods may have come and gone unseen): the coverage starts anew
 		// from that list.
-		h.epoch, h.since = epoch, listedAt.Add(h.skew())
+		_, hi := h.offset()
+		h.epoch, h.since = epoch, listedAt.Add(hi)
 	}
 	h.mu.Unlock()
 	p, err := h.probeNow(wctx)

@@ -162,7 +162,7 @@ func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]see
 	default:
 		changed = EndOverflow(o, now, h.namespace) || changed
 	}
-	pruned, _ := Prune(o, h.pruneBefore(now.Add(-h.skew())))
+	pruned, _ := Prune(o, h.pruneBefore(h.now()))
 	return changed || pruned, refused + brief.n
 }
 
