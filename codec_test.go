@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"example.com/podtoip-controller/internal/access"
 	"example.com/podtoip-controller/internal/jsonscan"
 	"example.com/podtoip-controller/internal/slim"
 )
@@ -408,25 +411,57 @@ func TestEncodeMirrorEdges(t *testing.T) {
 	}
 }
 
-// TestFingerprintCoversTheAnswer checks that every field a mirror answers
-// with changes its fingerprint, and that users' metadata and the object's
-// identity do not: an edit of the answer shows, a label does not.
+// TestFingerprintCoversTheAnswer checks that each of access.AnswerFields,
+// the fields the admission policy guards, changes the fingerprint, in the
+// written mirror and in the cached one alike, and that users' metadata and
+// the object's identity do not: an edit of the answer shows, a label does
+// not. The fields come from the list, found in PodToIp by their JSON
+// names, so a field added to the list (as the CRD requires, see
+// internal/access) and not to the fingerprint fails here; and every field
+// of PodToIp must be on the list.
 func TestFingerprintCoversTheAnswer(t *testing.T) {
 	base := desiredFor(testPod())
 	sum := base.fingerprint()
+	typ := reflect.TypeFor[PodToIp]()
+	byJSON := map[string]int{}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "metadata" {
+			continue // TypeMeta (inline) and ObjectMeta
+		}
+		byJSON[name] = i
+		if !slices.Contains(access.AnswerFields, name) {
+			t.Errorf("PodToIp has the field %s (%s), which access.AnswerFields does not list: add it there, to the policy and to the fingerprint", name, f.Name)
+		}
+	}
+	for _, name := range access.AnswerFields {
+		i, ok := byJSON[name]
+		if !ok {
+			t.Errorf("access.AnswerFields lists %s, which PodToIp has no field for", name)
+			continue
+		}
+		m := base.DeepCopy()
+		v := reflect.ValueOf(m).Elem().Field(i)
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString(v.String() + "-forged")
+		case reflect.Bool:
+			v.SetBool(!v.Bool())
+		case reflect.Slice:
+			v.Set(reflect.Append(v, reflect.ValueOf("forged")))
+		default:
+			t.Fatalf("%s: a field of kind %s; teach this test how to change it", name, v.Kind())
+		}
+		if m.fingerprint() == sum {
+			t.Errorf("%s: an edit leaves the fingerprint unchanged: add it to answer (codec.go)", name)
+		}
+		if toMirrorInfo(m).fingerprint() != m.fingerprint() {
+			t.Errorf("%s: the cached mirror's fingerprint differs from the written one's after an edit", name)
+		}
+	}
 	for name, edit := range map[string]func(*PodToIp){
-		"podName":       func(m *PodToIp) { m.PodName = "other" },
-		"podUID":        func(m *PodToIp) { m.PodUID = "uid-2" },
-		"podAddress":    func(m *PodToIp) { m.PodAddress = "10.0.0.9" },
-		"podIPs":        func(m *PodToIp) { m.PodIPs = []string{"10.244.0.5"} },
-		"podIPs order":  func(m *PodToIp) { m.PodIPs = []string{m.PodIPs[1], m.PodIPs[0]} },
-		"podIPv4":       func(m *PodToIp) { m.PodIPv4 = "" },
-		"podIPv6":       func(m *PodToIp) { m.PodIPv6 = "" },
-		"nodeName":      func(m *PodToIp) { m.NodeName = "node-2" },
-		"hostNetwork":   func(m *PodToIp) { m.HostNetwork = true },
-		"terminating":   func(m *PodToIp) { m.Terminating = true },
-		"conflict":      func(m *PodToIp) { m.Conflict = true },
-		"conflictsWith": func(m *PodToIp) { m.ConflictsWith = []string{"ns/b"} },
+		"podIPs order": func(m *PodToIp) { m.PodIPs = []string{m.PodIPs[1], m.PodIPs[0]} },
 		// A list boundary moved: the same strings, split differently.
 		"podIPs into conflictsWith": func(m *PodToIp) { m.ConflictsWith, m.PodIPs = m.PodIPs[1:], m.PodIPs[:1] },
 	} {

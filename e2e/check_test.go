@@ -17,7 +17,11 @@ import (
 // as its ServiceAccount, and checks that `kubectl ptp check` passes; that
 // with the policy's binding deleted it fails (exit 5) with a line that
 // names the binding and says how to restore it, and the forged create it
-// guarded is then accepted; and that it passes again once restored.
+// guarded is then accepted; and that it passes again once restored. The
+// same for a binding narrowed by a namespaceSelector, a binding that only
+// warns, a policy with a validation removed and one with narrowed
+// matchConstraints: each fails naming what is weaker, and the controller's
+// podtoip_admission_policy_bound drops to 0, until restored.
 func TestKubectlPtpCheck(t *testing.T) {
 	artifactsDir := filepath.Join(cp.Root, "artifacts")
 	if out, err := cp.Kubectl(t.Context(), "apply", "-k", artifactsDir); err != nil {
@@ -116,10 +120,75 @@ func TestKubectlPtpCheck(t *testing.T) {
 	}
 	check("binding restored", func(out, _ string, code int) bool { return passes(out, code) })
 
+	// Weakened rather than removed: check fails naming what is weaker,
+	// the controller no longer counts the policies as in force, and both
+	// pass again once the shipped objects are restored. Lists in the
+	// policies are atomic, so `kubectl apply` of policy.yaml restores them
+	// (not -k, which would bring back the Deployment this test deleted);
+	// what a patch adds to the binding, a patch removes.
+	for _, tc := range []struct {
+		what, kind, name, patchType, patch, line, undoType, undo string
+	}{
+		{"a binding narrowed by a namespaceSelector", "validatingadmissionpolicybinding", "podtoip-controller", "merge",
+			`{"spec":{"matchResources":{"namespaceSelector":{"matchLabels":{"protected":"yes"}}}}}`,
+			"spec.matchResources.namespaceSelector is set", "json", `[{"op":"remove","path":"/spec/matchResources"}]`},
+		{"a binding that only warns", "validatingadmissionpolicybinding", "podtoip-controller-history", "merge",
+			`{"spec":{"validationActions":["Warn"]}}`, "spec.validationActions [Warn] lack Deny", "merge", `{"spec":{"validationActions":["Deny"]}}`},
+		{"a policy with a validation removed", "validatingadmissionpolicy", "podtoip-controller", "json",
+			`[{"op":"remove","path":"/spec/validations/4"}]`, "spec.validations[4] (only podtoip-controller adds finalizers", "", ""},
+		{"a policy whose matchConstraints were narrowed", "validatingadmissionpolicy", "podtoip-controller-history", "json",
+			`[{"op":"replace","path":"/spec/matchConstraints/resourceRules/0/operations","value":["CREATE"]}]`,
+			"spec.matchConstraints.resourceRules no longer match UPDATE of iphistories ", "", ""},
+	} {
+		if out, err := cp.Kubectl(t.Context(), "patch", tc.kind, tc.name, "--type="+tc.patchType, "-p", tc.patch); err != nil {
+			t.Fatalf("%s: %v\n%s", tc.what, err, out)
+		}
+		prefix := "fail  policy/" + tc.name + " "
+		if tc.kind == "validatingadmissionpolicybinding" {
+			prefix = "fail  binding/" + tc.name + " "
+		}
+		out, _, _ := check(tc.what, func(out, _ string, code int) bool { return code == 5 && strings.Contains(out, prefix) })
+		if !lineWith(out, prefix, tc.line, "weaker than the one this version ships", "kubectl apply -k artifacts/") {
+			t.Errorf("%s: check does not say what is weaker (%q) and how to restore it:\n%s", tc.what, tc.line, out)
+		}
+		if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return framework.Metric(t, framework.Scrape(t, p), "podtoip_admission_policy_bound") == 0, nil
+		}); err != nil {
+			t.Errorf("%s: podtoip_admission_policy_bound stays 1", tc.what)
+		}
+		if tc.undo != "" {
+			if out, err := cp.Kubectl(t.Context(), "patch", tc.kind, tc.name, "--type="+tc.undoType, "-p", tc.undo); err != nil {
+				t.Fatalf("undoing %s: %v\n%s", tc.what, err, out)
+			}
+		} else if out, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(artifactsDir, "policy.yaml")); err != nil {
+			t.Fatalf("restoring after %s: %v\n%s", tc.what, err, out)
+		}
+		check(tc.what+", restored", func(out, _ string, code int) bool { return passes(out, code) })
+		if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return framework.Metric(t, framework.Scrape(t, p), "podtoip_admission_policy_bound") == 1, nil
+		}); err != nil {
+			t.Errorf("%s, restored: podtoip_admission_policy_bound stays 0", tc.what)
+		}
+	}
+
 	// The controller's own ServiceAccount may write: check run as it
 	// proves nothing of the policy, and says so.
 	out, _, code := suite.KubectlPTP(t, "check", "-n", ns, "--kubeconfig", sa)
 	if code != 5 || !strings.Contains(out, "fail  forged-create ") || !strings.Contains(out, "the controller's ServiceAccount, which the policy lets write") {
 		t.Errorf("check as the controller's ServiceAccount: exit %d\n%s", code, out)
 	}
+}
+
+// lineWith reports whether a line of out contains every one of parts.
+func lineWith(out string, parts ...string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }

@@ -135,9 +135,12 @@ func testDeploy(t *testing.T, manifests []string) {
 			names    []string
 		}
 		allowed := []grant{
-			{[]string{"get", "list", "watch"}, "pods", "", nil},
-			// No patch: it updates whole objects.
-			{[]string{"get", "list", "watch", "create", "update", "delete"}, "podtoips.example.com", "", nil},
+			// No get: the controller reads pods and mirrors only through
+			// its informers (list and watch), and the history's view of the
+			// pods' resourceVersion is a list of one.
+			{[]string{"list", "watch"}, "pods", "", nil},
+			// No patch: it updates whole objects. No get, as for pods.
+			{[]string{"list", "watch", "create", "update", "delete"}, "podtoips.example.com", "", nil},
 			// No watch: only the controller writes them; patch for one hold at a time.
 			{[]string{"get", "list", "create", "update", "patch", "delete"}, "iphistories.example.com", "", nil},
 			// How far the history is proven: its one object, read and written.
@@ -176,7 +179,9 @@ func testDeploy(t *testing.T, manifests []string) {
 		// so a broader grant anywhere in the matrix fails the test.
 		verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 		resources := []string{
-			"pods", "pods/status", "pods/log", "pods/exec", "pods/eviction",
+			// pods/exec, pods/attach and pods/ephemeralcontainers in its
+			// namespace would run code as whoever a pod there runs as.
+			"pods", "pods/status", "pods/log", "pods/exec", "pods/attach", "pods/ephemeralcontainers", "pods/eviction",
 			"podtoips.example.com", "podtoips.example.com/status", "iphistories.example.com", "iphistorycoverages.example.com",
 			"events", "events.events.k8s.io", "leases.coordination.k8s.io",
 			"secrets", "configmaps", "nodes", "serviceaccounts/token",

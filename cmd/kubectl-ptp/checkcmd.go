@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"example.com/podtoip-controller/internal/access"
 	"example.com/podtoip-controller/internal/history"
 )
 
@@ -92,8 +92,12 @@ nothing wrong proven) or fail, with what is wrong and what to do.
   crd/NAME      the CRDs of PodToIp, IPHistory and IPHistoryCoverage are
                 Established, serve v1 and have the fields this plugin reads
   policy/NAME   the ValidatingAdmissionPolicies podtoip-controller and
-  binding/NAME  podtoip-controller-history exist, each bound by its binding
-                with the action Deny
+  binding/NAME  podtoip-controller-history and their bindings are as strong
+                as the ones this version ships (built in): failing closed,
+                matching every request they should, exempting the
+                ServiceAccount of --controller-namespace alone, every
+                validation kept, each binding denying on every object; any
+                difference that weakens them fails, naming the field
   forged-create a PodToIp created by you, in the namespace of -n (the
                 kubeconfig's namespace when unset), is refused by the policy
   forged-edit   a change of an existing PodToIp's podAddress by you is
@@ -317,23 +321,34 @@ func conditionTrue(u *unstructured.Unstructured, kind string) bool {
 }
 
 // checkPolicy checks that the ValidatingAdmissionPolicy name exists and
-// fails closed.
+// is as strong as the one this version ships (built in from
+// artifacts/policy.yaml), with the comparison the controller makes for
+// podtoip_admission_policy_bound: every weakening is named.
 func (c *checker) checkPolicy(ctx context.Context, name string) checkResult {
 	r := checkResult{Check: "policy/" + name}
+	shipped, err := access.ShippedPolicies()
+	if err != nil {
+		return r.failed(err.Error())
+	}
 	p, err := c.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return r.failed(c.readError(err, "ValidatingAdmissionPolicy "+name, "restore it: "+policyHint))
 	}
-	if fp := p.Spec.FailurePolicy; fp != nil && *fp == admissionv1.Ignore {
-		return r.fail("failurePolicy is Ignore: a write it cannot evaluate is let through; set it to Fail: %s", policyHint)
+	if weaker := access.PolicyWeakenings(shipped[name].Policy, p, c.serviceAccount()); len(weaker) > 0 {
+		return r.fail("weaker than the one this version ships: %s; restore it: %s", strings.Join(weaker, "; "), policyHint)
 	}
-	return r.ok("exists, failurePolicy Fail")
+	return r.ok("as this version ships it: failurePolicy Fail, its matchConstraints and every validation, exempting " + c.serviceAccount() + " alone")
 }
 
 // checkBinding checks that the binding of the policy name (both are named
-// alike) exists, binds that policy, and denies.
+// alike) exists and is as strong as the shipped one: it binds that
+// policy, denies, and leaves out nothing.
 func (c *checker) checkBinding(ctx context.Context, name string) checkResult {
 	r := checkResult{Check: "binding/" + name}
+	shipped, err := access.ShippedPolicies()
+	if err != nil {
+		return r.failed(err.Error())
+	}
 	b, err := c.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return r.fail("ValidatingAdmissionPolicyBinding %s is missing: the policy %s is not enforced, and anyone RBAC lets write may forge what it protects; restore it: %s", name, name, policyHint)
@@ -341,21 +356,10 @@ func (c *checker) checkBinding(ctx context.Context, name string) checkResult {
 	if err != nil {
 		return r.failed(c.readError(err, "ValidatingAdmissionPolicyBinding "+name, "restore it: "+policyHint))
 	}
-	if b.Spec.PolicyName != name {
-		return r.fail("binds the policy %q, not %s: that policy is not enforced by it; restore it: %s", b.Spec.PolicyName, name, policyHint)
+	if weaker := access.BindingWeakenings(shipped[name].Binding, b); len(weaker) > 0 {
+		return r.fail("weaker than the one this version ships: %s; restore it: %s", strings.Join(weaker, "; "), policyHint)
 	}
-	if !slices.Contains(b.Spec.ValidationActions, admissionv1.Deny) {
-		return r.fail("validationActions %v lack Deny: the policy's refusals are only reported, writes go through; restore it: %s", b.Spec.ValidationActions, policyHint)
-	}
-	if mr := b.Spec.MatchResources; mr != nil && (!emptySelector(mr.NamespaceSelector) || !emptySelector(mr.ObjectSelector) ||
-		len(mr.ResourceRules) > 0 || len(mr.ExcludeResourceRules) > 0) {
-		return r.warn("binds %s with Deny, narrowed by matchResources: what it leaves out is not protected; the shipped binding has none (%s)", name, policyHint)
-	}
-	return r.ok("binds " + name + " with Deny")
-}
-
-func emptySelector(s *metav1.LabelSelector) bool {
-	return s == nil || (len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0)
+	return r.ok("binds " + name + " with Deny, on every object it matches")
 }
 
 // checkForged tries, as the caller, the writes the policies refuse, as

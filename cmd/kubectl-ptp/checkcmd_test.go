@@ -24,6 +24,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"example.com/podtoip-controller/internal/access"
 	"example.com/podtoip-controller/internal/history"
 )
 
@@ -50,11 +51,21 @@ func newInstallation() *installation {
 	for _, crd := range expectedCRDs {
 		in.crds = append(in.crds, crdObject(crd.name, "True", true, crd.fields, crd.selectable))
 	}
+	// The shipped policies and bindings, as the API server returns them,
+	// defaults filled in.
+	shipped, err := access.ShippedPolicies()
+	if err != nil {
+		panic(err)
+	}
 	for _, name := range []string{mirrorPolicy, historyPolicy} {
-		in.policies = append(in.policies, &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: admissionv1.ValidatingAdmissionPolicySpec{FailurePolicy: ptr.To(admissionv1.Fail)}})
-		in.bindings = append(in.bindings, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}}})
+		p := shipped[name].Policy.DeepCopy()
+		mc := p.Spec.MatchConstraints
+		mc.MatchPolicy, mc.NamespaceSelector, mc.ObjectSelector = ptr.To(admissionv1.Equivalent), &metav1.LabelSelector{}, &metav1.LabelSelector{}
+		for i := range mc.ResourceRules {
+			mc.ResourceRules[i].Scope = ptr.To(admissionv1.AllScopes)
+		}
+		in.policies = append(in.policies, p)
+		in.bindings = append(in.bindings, shipped[name].Binding.DeepCopy())
 	}
 	in.lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: controllerName, Namespace: defaultControllerNamespace},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1_abc"), LeaseDurationSeconds: ptr.To[int32](15),
@@ -196,10 +207,10 @@ func TestCheckInstalled(t *testing.T) {
 	want := `ok    crd/podtoips.example.com            Established, serves v1
 ok    crd/iphistories.example.com         Established, serves v1
 ok    crd/iphistorycoverages.example.com  Established, serves v1
-ok    policy/podtoip-controller           exists, failurePolicy Fail
-ok    binding/podtoip-controller          binds podtoip-controller with Deny
-ok    policy/podtoip-controller-history   exists, failurePolicy Fail
-ok    binding/podtoip-controller-history  binds podtoip-controller-history with Deny
+ok    policy/podtoip-controller           as this version ships it: failurePolicy Fail, its matchConstraints and every validation, exempting system:serviceaccount:podtoip-system:podtoip-controller alone
+ok    binding/podtoip-controller          binds podtoip-controller with Deny, on every object it matches
+ok    policy/podtoip-controller-history   as this version ships it: failurePolicy Fail, its matchConstraints and every validation, exempting system:serviceaccount:podtoip-system:podtoip-controller alone
+ok    binding/podtoip-controller-history  binds podtoip-controller-history with Deny, on every object it matches
 ok    forged-create                       creating PodToIp default/kubectl-ptp-check-forged as kubernetes-admin is refused by the policy podtoip-controller (dry run, nothing written)
 ok    forged-edit                         changing the podAddress of PodToIp shop/web-0 as kubernetes-admin is refused by the policy podtoip-controller (dry run, nothing written)
 ok    forged-history                      creating IPHistory 192.0.2.1 as kubernetes-admin is refused by the policy podtoip-controller-history (dry run, nothing written)
@@ -303,13 +314,25 @@ func TestCheckPolicyAndBinding(t *testing.T) {
 		{"policy missing", func(in *installation) { in.policies = in.policies[:1] }, "policy/podtoip-controller-history", statusFail,
 			"ValidatingAdmissionPolicy podtoip-controller-history does not exist: restore it: kubectl apply -k artifacts/ (or your overlay of it)"},
 		{"fails open", func(in *installation) { in.policies[0].Spec.FailurePolicy = ptr.To(admissionv1.Ignore) }, "policy/podtoip-controller", statusFail, "failurePolicy is Ignore"},
-		{"binds another policy", func(in *installation) { in.bindings[0].Spec.PolicyName = "other" }, "binding/podtoip-controller", statusFail, `binds the policy "other"`},
+		{"binds another policy", func(in *installation) { in.bindings[0].Spec.PolicyName = "other" }, "binding/podtoip-controller", statusFail, `spec.policyName is "other"`},
 		{"warns only", func(in *installation) {
 			in.bindings[0].Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Warn, admissionv1.Audit}
 		}, "binding/podtoip-controller", statusFail, "lack Deny"},
-		{"narrowed", func(in *installation) {
+		{"binding narrowed", func(in *installation) {
 			in.bindings[1].Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}
-		}, "binding/podtoip-controller-history", statusWarn, "narrowed by matchResources"},
+		}, "binding/podtoip-controller-history", statusFail,
+			"weaker than the one this version ships: spec.matchResources.namespaceSelector is set: namespaces it does not select are not protected; restore it: " + policyHint},
+		{"a validation removed", func(in *installation) {
+			in.policies[0].Spec.Validations = in.policies[0].Spec.Validations[:5]
+		}, "policy/podtoip-controller", statusFail, "spec.validations[5] (the labels and annotations of a PodToIp may hold at most 4096 …) is missing or changed"},
+		{"matchConstraints narrowed", func(in *installation) {
+			in.policies[1].Spec.MatchConstraints.ResourceRules[0].Operations = []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}
+		}, "policy/podtoip-controller-history", statusFail, "spec.matchConstraints.resourceRules no longer match DELETE of iphistories "},
+		{"exempting another ServiceAccount", func(in *installation) {
+			c := &in.policies[0].Spec.MatchConditions[0]
+			c.Expression = strings.Replace(c.Expression, `"podtoip-system"`, `"tenant-a"`, 1)
+		}, "policy/podtoip-controller", statusFail,
+			"spec.matchConditions[not-the-controller] exempts system:serviceaccount:tenant-a:podtoip-controller, not the controller's ServiceAccount system:serviceaccount:podtoip-system:podtoip-controller"},
 	} {
 		in := newInstallation()
 		tc.edit(in)

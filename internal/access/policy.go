@@ -3,12 +3,11 @@ package access
 import (
 	"context"
 	"fmt"
-	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -24,9 +23,13 @@ import (
 var policyNames = []string{"podtoip-controller", "podtoip-controller-history"}
 
 // Policy follows whether the admission policies are in force: each policy
-// and its binding exist, and the binding denies what the policy refuses.
-// Nothing else shows it: without them every write is admitted and nothing
-// fails. It watches the four objects by name (a list and watch each, with
+// and its binding exist and are as strong as the ones this version ships
+// (artifacts/policy.yaml, built in; PolicyWeakenings and
+// BindingWeakenings, the comparison `kubectl ptp check` makes too).
+// Nothing else shows it: without them, or with a validation removed or
+// the binding narrowed, the writes they no longer refuse are admitted and
+// nothing fails; and the controller trusts the mirrors it has not written
+// since it started only while they are in force. It watches the four objects by name (a list and watch each, with
 // a metadata.name field selector, which RBAC's resourceNames can limit),
 // so it knows at once when one is deleted, and an absent policy costs no
 // request at all once watched. Until its watches have synced, or when it
@@ -35,6 +38,10 @@ var policyNames = []string{"podtoip-controller", "podtoip-controller-history"}
 type Policy struct {
 	sources []policySource
 	bound   atomic.Bool
+	// shipped are the policies built in; shippedErr says why not (a
+	// broken build), and keeps the policies counted as not in force.
+	shipped    map[string]Shipped
+	shippedErr error
 
 	mu     sync.Mutex
 	was    string // the last reason logged; "" for in force
@@ -58,6 +65,7 @@ const policySyncWait = 10 * time.Second
 // NewPolicy returns a Policy over kube's admission policies; Start runs it.
 func NewPolicy(kube kubernetes.Interface) *Policy {
 	p := &Policy{was: "unchecked", logger: klog.Background()}
+	p.shipped, p.shippedErr = ShippedPolicies()
 	for _, name := range policyNames {
 		f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
@@ -117,48 +125,32 @@ func (p *Policy) check() {
 
 // missing says why the policies are not in force, or "".
 func (p *Policy) missing() string {
+	if p.shippedErr != nil {
+		return p.shippedErr.Error()
+	}
 	for _, src := range p.sources {
 		for _, synced := range src.synced {
 			if !synced() {
 				return fmt.Sprintf("the policy and binding %s are not read yet (the controller needs list and watch on them by name)", src.name)
 			}
 		}
-		if _, err := src.policies.Get(src.name); err != nil {
+		live, err := src.policies.Get(src.name)
+		if err != nil {
 			return fmt.Sprintf("ValidatingAdmissionPolicy %s: %v", src.name, err)
 		}
 		b, err := src.bindings.Get(src.name)
 		if err != nil {
 			return fmt.Sprintf("ValidatingAdmissionPolicyBinding %s: %v", src.name, err)
 		}
-		if why := bindingProblem(b, src.name); why != "" {
-			return why
+		shipped := p.shipped[src.name]
+		// The exemption may name any one ServiceAccount: the controller
+		// does not know which it runs as, and an overlay moves it.
+		if weaker := PolicyWeakenings(shipped.Policy, live, ""); len(weaker) > 0 {
+			return fmt.Sprintf("ValidatingAdmissionPolicy %s is weaker than the one this version ships: %s", src.name, strings.Join(weaker, "; "))
+		}
+		if weaker := BindingWeakenings(shipped.Binding, b); len(weaker) > 0 {
+			return fmt.Sprintf("ValidatingAdmissionPolicyBinding %s is weaker than the one this version ships: %s", src.name, strings.Join(weaker, "; "))
 		}
 	}
 	return ""
-}
-
-// bindingProblem says why binding b does not enforce the policy named
-// policy on every object, or "".
-func bindingProblem(b *admissionv1.ValidatingAdmissionPolicyBinding, policy string) string {
-	switch {
-	case b.Spec.PolicyName != policy:
-		return fmt.Sprintf("ValidatingAdmissionPolicyBinding %s binds policy %q, not %q", b.Name, b.Spec.PolicyName, policy)
-	case !slices.Contains(b.Spec.ValidationActions, admissionv1.Deny):
-		return fmt.Sprintf("ValidatingAdmissionPolicyBinding %s does not Deny (validationActions %v)", b.Name, b.Spec.ValidationActions)
-	case narrows(b.Spec.MatchResources):
-		return fmt.Sprintf("ValidatingAdmissionPolicyBinding %s narrows the objects it applies to (matchResources)", b.Name)
-	}
-	return ""
-}
-
-// narrows reports whether m leaves out some of the objects the policy
-// matches; the API server fills in empty selectors when m is set.
-func narrows(m *admissionv1.MatchResources) bool {
-	if m == nil {
-		return false
-	}
-	empty := func(s *metav1.LabelSelector) bool {
-		return s == nil || (len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0)
-	}
-	return len(m.ResourceRules) > 0 || len(m.ExcludeResourceRules) > 0 || !empty(m.NamespaceSelector) || !empty(m.ObjectSelector)
 }

@@ -2,6 +2,8 @@ package access
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,49 +14,139 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-func shippedPolicies() []runtime.Object {
+// shippedPolicies returns the policies and bindings of
+// artifacts/policy.yaml, as kube-apiserver returns them: with its
+// defaults filled in, which are no weakening.
+func shippedPolicies(t *testing.T) []runtime.Object {
+	t.Helper()
+	shipped, err := ShippedPolicies()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []runtime.Object
 	for _, name := range policyNames {
-		out = append(out,
-			&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}},
-			&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-				Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}}})
+		p, b := shipped[name].Policy.DeepCopy(), shipped[name].Binding.DeepCopy()
+		equivalent, all := admissionv1.Equivalent, admissionv1.AllScopes
+		mc := p.Spec.MatchConstraints
+		mc.MatchPolicy, mc.NamespaceSelector, mc.ObjectSelector = &equivalent, &metav1.LabelSelector{}, &metav1.LabelSelector{}
+		for i := range mc.ResourceRules {
+			mc.ResourceRules[i].Scope = &all
+		}
+		out = append(out, p, b)
 	}
 	return out
 }
 
+// The objects of shippedPolicies, by index.
+func mirrorPolicyOf(o []runtime.Object) *admissionv1.ValidatingAdmissionPolicy {
+	return o[0].(*admissionv1.ValidatingAdmissionPolicy)
+}
+func mirrorBindingOf(o []runtime.Object) *admissionv1.ValidatingAdmissionPolicyBinding {
+	return o[1].(*admissionv1.ValidatingAdmissionPolicyBinding)
+}
+func historyPolicyOf(o []runtime.Object) *admissionv1.ValidatingAdmissionPolicy {
+	return o[2].(*admissionv1.ValidatingAdmissionPolicy)
+}
+
 // TestPolicyBound checks what counts as in force: both policies and their
-// bindings, each binding denying on every object its policy matches.
+// bindings, each as strong as the shipped one: each binding denying on
+// every object its policy matches, each policy matching every request the
+// shipped one does, with every validation, failing closed. The exemption
+// may name another ServiceAccount (an overlay in another namespace).
 func TestPolicyBound(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		edit  func(objs []runtime.Object) []runtime.Object
-		bound bool
+		name string
+		edit func(objs []runtime.Object) []runtime.Object
+		// weaker is what missing() must name; "" for bound.
+		weaker string
 	}{
-		{"as shipped", nil, true},
-		{"binding missing", func(o []runtime.Object) []runtime.Object { return o[:3] }, false},
-		{"policy missing", func(o []runtime.Object) []runtime.Object { return o[1:] }, false},
-		{"audit only", func(o []runtime.Object) []runtime.Object {
-			o[1].(*admissionv1.ValidatingAdmissionPolicyBinding).Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Audit}
+		{"as shipped", nil, ""},
+		{"exempting the ServiceAccount of an overlay in another namespace", func(o []runtime.Object) []runtime.Object {
+			c := &mirrorPolicyOf(o).Spec.MatchConditions[0]
+			c.Expression = strings.Replace(c.Expression, `"podtoip-system"`, `"infra"`, 1)
 			return o
-		}, false},
+		}, ""},
+		{"another validation added", func(o []runtime.Object) []runtime.Object {
+			p := mirrorPolicyOf(o)
+			p.Spec.Validations = append(p.Spec.Validations, admissionv1.Validation{Expression: "true"})
+			return o
+		}, ""},
+		{"binding missing", func(o []runtime.Object) []runtime.Object { return o[:3] }, "podtoip-controller-history"},
+		{"policy missing", func(o []runtime.Object) []runtime.Object { return o[1:] }, "not found"},
+		{"audit only", func(o []runtime.Object) []runtime.Object {
+			mirrorBindingOf(o).Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Audit}
+			return o
+		}, "spec.validationActions [Audit] lack Deny"},
+		{"warn only", func(o []runtime.Object) []runtime.Object {
+			mirrorBindingOf(o).Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Warn}
+			return o
+		}, "spec.validationActions [Warn] lack Deny"},
 		{"binds another policy", func(o []runtime.Object) []runtime.Object {
 			o[3].(*admissionv1.ValidatingAdmissionPolicyBinding).Spec.PolicyName = "other"
 			return o
-		}, false},
-		{"narrowed to some namespaces", func(o []runtime.Object) []runtime.Object {
-			o[1].(*admissionv1.ValidatingAdmissionPolicyBinding).Spec.MatchResources = &admissionv1.MatchResources{
+		}, `spec.policyName is "other"`},
+		{"binding narrowed to some namespaces", func(o []runtime.Object) []runtime.Object {
+			mirrorBindingOf(o).Spec.MatchResources = &admissionv1.MatchResources{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}}}
 			return o
-		}, false},
-		{"empty selectors, as defaulted", func(o []runtime.Object) []runtime.Object {
-			o[1].(*admissionv1.ValidatingAdmissionPolicyBinding).Spec.MatchResources = &admissionv1.MatchResources{
+		}, "spec.matchResources.namespaceSelector is set"},
+		{"binding with empty selectors, as defaulted", func(o []runtime.Object) []runtime.Object {
+			mirrorBindingOf(o).Spec.MatchResources = &admissionv1.MatchResources{
 				NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{}}
 			return o
-		}, true},
+		}, ""},
+		{"a validation removed", func(o []runtime.Object) []runtime.Object {
+			p := mirrorPolicyOf(o)
+			p.Spec.Validations = slices.Delete(p.Spec.Validations, 4, 5)
+			return o
+		}, "spec.validations[4] (only podtoip-controller adds finalizers"},
+		{"the answer fields' comparison loosened", func(o []runtime.Object) []runtime.Object {
+			v := &mirrorPolicyOf(o).Spec.Validations[1]
+			v.Expression = strings.Replace(v.Expression, "object.?terminating == oldObject.?terminating &&", "", 1)
+			return o
+		}, "spec.validations[1] (the fields of a PodToIp"},
+		{"a variable changed", func(o []runtime.Object) []runtime.Object {
+			mirrorPolicyOf(o).Spec.Variables[0].Expression = "0"
+			return o
+		}, "spec.variables[metadataBytes] is missing or changed"},
+		{"failing open", func(o []runtime.Object) []runtime.Object {
+			ignore := admissionv1.Ignore
+			mirrorPolicyOf(o).Spec.FailurePolicy = &ignore
+			return o
+		}, "spec.failurePolicy is Ignore"},
+		{"matchConstraints narrowed to CREATE", func(o []runtime.Object) []runtime.Object {
+			mirrorPolicyOf(o).Spec.MatchConstraints.ResourceRules[0].Operations = []admissionv1.OperationType{admissionv1.Create}
+			return o
+		}, "spec.matchConstraints.resourceRules no longer match UPDATE of podtoips "},
+		{"matchConstraints narrowed to some namespaces", func(o []runtime.Object) []runtime.Object {
+			mirrorPolicyOf(o).Spec.MatchConstraints.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}}
+			return o
+		}, "spec.matchConstraints.namespaceSelector is set"},
+		{"the history policy without DELETE", func(o []runtime.Object) []runtime.Object {
+			historyPolicyOf(o).Spec.MatchConstraints.ResourceRules[0].Operations = []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}
+			return o
+		}, "no longer match DELETE of iphistories "},
+		{"the history policy without coverages", func(o []runtime.Object) []runtime.Object {
+			historyPolicyOf(o).Spec.MatchConstraints.ResourceRules[0].Resources = []string{"iphistories", "iphistories/*"}
+			return o
+		}, "no longer match CREATE of iphistorycoverages "},
+		{"the exemption broadened", func(o []runtime.Object) []runtime.Object {
+			c := &mirrorPolicyOf(o).Spec.MatchConditions[0]
+			c.Expression += ` && !request.userInfo.username.startsWith("tenant")`
+			return o
+		}, "spec.matchConditions[not-the-controller] is"},
+		{"the exemption of a user", func(o []runtime.Object) []runtime.Object {
+			mirrorPolicyOf(o).Spec.MatchConditions[0].Expression = `request.userInfo.username != "tenant"`
+			return o
+		}, "not the exemption of one ServiceAccount"},
+		{"a matchCondition added", func(o []runtime.Object) []runtime.Object {
+			p := mirrorPolicyOf(o)
+			p.Spec.MatchConditions = append(p.Spec.MatchConditions, admissionv1.MatchCondition{Name: "only-default", Expression: `request.namespace == "default"`})
+			return o
+		}, "spec.matchConditions[only-default] is added"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := shippedPolicies()
+			objs := shippedPolicies(t)
 			if tc.edit != nil {
 				objs = tc.edit(objs)
 			}
@@ -63,8 +155,8 @@ func TestPolicyBound(t *testing.T) {
 				t.Fatal("bound before the policies were read")
 			}
 			p.Start(t.Context())
-			if p.Bound() != tc.bound {
-				t.Errorf("Bound() = %v, want %v (%s)", p.Bound(), tc.bound, p.missing())
+			if got := p.missing(); p.Bound() != (tc.weaker == "") || !strings.Contains(got, tc.weaker) {
+				t.Errorf("Bound() = %v (%s), want %v naming %q", p.Bound(), got, tc.weaker == "", tc.weaker)
 			}
 		})
 	}
@@ -73,7 +165,7 @@ func TestPolicyBound(t *testing.T) {
 // TestPolicyFollowsChanges checks that a deleted binding, and one put back,
 // are noticed from the watch, with no read of their own.
 func TestPolicyFollowsChanges(t *testing.T) {
-	kube := fake.NewClientset(shippedPolicies()...)
+	kube := fake.NewClientset(shippedPolicies(t)...)
 	p := NewPolicy(kube)
 	p.Start(t.Context())
 	if !p.Bound() {
