@@ -277,13 +277,13 @@ func TestAddressStoredByOlderAPIServer(t *testing.T) {
 // build the upgrade test starts from.
 const legacyCommit = "20b90fc488f870d7f09f10c7fd6ba3099ef309b9"
 
-// buildLegacy extracts legacyCommit from the repository and builds its
+// buildLegacy extracts commit from the repository and builds its
 // controller against the current k8s.io release; it returns the binary and
 // the CRD of that build.
-func buildLegacy(t *testing.T) (binary, crd string) {
+func buildLegacy(t *testing.T, commit string) (binary, crd string) {
 	t.Helper()
 	dir := t.TempDir()
-	archive := exec.CommandContext(t.Context(), "git", "-C", cp.Root, "archive", "--format=tar", legacyCommit)
+	archive := exec.CommandContext(t.Context(), "git", "-C", cp.Root, "archive", "--format=tar", commit)
 	untar := exec.CommandContext(t.Context(), "tar", "-x", "-C", dir)
 	pipe, err := archive.StdoutPipe()
 	if err != nil {
@@ -296,10 +296,10 @@ func buildLegacy(t *testing.T) (binary, crd string) {
 		t.Fatal(err)
 	}
 	if err := archive.Run(); err != nil {
-		t.Fatalf("git archive %s (the legacy build must be in the repository's history): %v: %s", legacyCommit, err, archiveErr.String())
+		t.Fatalf("git archive %s (the legacy build must be in the repository's history): %v: %s", commit, err, archiveErr.String())
 	}
 	if err := untar.Wait(); err != nil {
-		t.Fatalf("extracting %s: %v", legacyCommit, err)
+		t.Fatalf("extracting %s: %v", commit, err)
 	}
 	// The legacy code is built against the k8s.io patch release of the
 	// current build. What it writes is its own code's doing, and its
@@ -339,7 +339,7 @@ func goCmd(t *testing.T, dir string, args ...string) []byte {
 // each, as the API server counts them, and writes nothing on its next
 // restart.
 func TestAddressUpgradeFromLegacyShape(t *testing.T) {
-	oldBinary, oldCRD := buildLegacy(t)
+	oldBinary, oldCRD := buildLegacy(t, legacyCommit)
 	logf, err := os.Create(suite.ProcessLog("upgrade-controlplane.log"))
 	if err != nil {
 		t.Fatal(err)

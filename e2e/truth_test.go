@@ -35,11 +35,14 @@ import (
 
 // TestHistoryTruth runs a seeded random scenario of pod lifecycles on the
 // simulated cluster while faults hit the controller, records the truth of
-// who held which address when from the test's own watch of the pods, and
-// asks the history (kubectl ptp who-had) about random addresses at random
-// times: no answer may state as certain what was not so, and none covered
-// may leave out a pod that held the address. docs/history.md ("How the
-// history is tested against the truth") describes it.
+// who held which address when from the test's own watch of the pods, each
+// change placed in a band by the test's own reads of the pods'
+// resourceVersion, and asks the history (kubectl ptp who-had) about
+// random addresses at random times to the millisecond, edges included,
+// while the scenario runs and once it is at rest: no answer may state as
+// certain what was not so, and none covered may leave out a pod that held
+// the address. docs/history.md ("How the history is tested against the
+// truth") describes it.
 //
 // The seed is random and printed; -truth.seed N or TRUTH_SEED=N fixes it,
 // TRUTH_SEEDS=N runs N seeds one after another, TRUTH_FULL=1 runs the
@@ -56,7 +59,7 @@ func TestHistoryTruth(t *testing.T) {
 	if v := os.Getenv("TRUTH_ROUNDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			t.Fatalf("TRUTH_ROUNDS=%q: want a number of rounds of the five faults, 1 or more", v)
+			t.Fatalf("TRUTH_ROUNDS=%q: want a number of rounds of the faults, 1 or more", v)
 		}
 		scale.rounds = n
 	}
@@ -91,7 +94,7 @@ func TestHistoryTruth(t *testing.T) {
 			if s.Note != "" {
 				t.Logf("regression seed: %s", s.Note)
 			}
-			runTruthSeed(t, c, s.Seed, scale)
+			runTruthSeed(t, c, kubelets, s.Seed, scale)
 		})
 	}
 }
@@ -162,7 +165,14 @@ type truthScale struct {
 	// faults; no controller at all (restart); the history off; answers to
 	// IPHistory writes lost; the controllers' connections cut (partition).
 	calm, gap, off, lost, partition [2]time.Duration
-	// rounds of the five faults, each round in an order the seed draws.
+	// relist: the replicas cut off before their watches expire; stay:
+	// how long a bounced pod keeps its second address; retention: the
+	// lowered --history-retention; skew: how long a replica with its clock
+	// off leads; offset: the most its clock is off by (at least 300 ms,
+	// either way).
+	relist, stay, retention, skew [2]time.Duration
+	offset                        time.Duration
+	// rounds of the ten faults, each round in an order the seed draws.
 	rounds int
 	// churn is the longest the scenario may take to reach lifecycles.
 	churn time.Duration
@@ -170,13 +180,19 @@ type truthScale struct {
 
 var (
 	truthShort = truthScale{lifecycles: 60, queries: 400, outside: 300, aimed: 200, rounds: 1, churn: 2 * time.Minute,
-		calm: [2]time.Duration{6 * time.Second, 9 * time.Second}, gap: [2]time.Duration{2 * time.Second, 4 * time.Second},
-		off: [2]time.Duration{5 * time.Second, 7 * time.Second}, lost: [2]time.Duration{6 * time.Second, 8 * time.Second},
-		partition: [2]time.Duration{3 * time.Second, 5 * time.Second}}
+		calm: [2]time.Duration{3 * time.Second, 5 * time.Second}, gap: [2]time.Duration{2 * time.Second, 4 * time.Second},
+		off: [2]time.Duration{4 * time.Second, 6 * time.Second}, lost: [2]time.Duration{5 * time.Second, 7 * time.Second},
+		partition: [2]time.Duration{3 * time.Second, 5 * time.Second},
+		relist:    [2]time.Duration{1500 * time.Millisecond, 2500 * time.Millisecond}, stay: [2]time.Duration{100 * time.Millisecond, 2 * time.Second},
+		retention: [2]time.Duration{8 * time.Second, 12 * time.Second}, skew: [2]time.Duration{5 * time.Second, 8 * time.Second},
+		offset: 1500 * time.Millisecond}
 	truthFull = truthScale{full: true, lifecycles: 300, queries: 2000, outside: 600, aimed: 1000, rounds: 1, churn: 15 * time.Minute,
 		calm: [2]time.Duration{10 * time.Second, 25 * time.Second}, gap: [2]time.Duration{5 * time.Second, 12 * time.Second},
 		off: [2]time.Duration{15 * time.Second, 30 * time.Second}, lost: [2]time.Duration{15 * time.Second, 30 * time.Second},
-		partition: [2]time.Duration{10 * time.Second, 20 * time.Second}}
+		partition: [2]time.Duration{10 * time.Second, 20 * time.Second},
+		relist:    [2]time.Duration{1500 * time.Millisecond, 2500 * time.Millisecond}, stay: [2]time.Duration{100 * time.Millisecond, 3 * time.Second},
+		retention: [2]time.Duration{15 * time.Second, 30 * time.Second}, skew: [2]time.Duration{15 * time.Second, 30 * time.Second},
+		offset: 1500 * time.Millisecond}
 )
 
 // The faults of the scenario. Their windows are excused from the bound on
@@ -190,7 +206,16 @@ const (
 	faultLost      = "lost-responses" // the WriteRelay loses the answers to IPHistory writes that landed, one at a time
 	faultPartition = "partition"      // the TCP relay cuts every connection of the controllers, the pod watch's too
 	faultLease     = "lease-lost"     // a leader lost its lease (a partition) and exited; a standby took over
+	faultRelist    = "relist"         // the replicas cut off, etcd compacted: their watches end with 410 Gone and they list again
+	faultBounce    = "bounce"         // a pod moves to another address and back, one UID (a -> b -> a)
+	faultHandover  = "handover"       // a pod's address given to a new pod while it terminates
+	faultRetention = "retention"      // the replicas restarted with --history-retention lowered, then as before
+	faultClock     = "clock"          // a replica whose clock is off (PODTOIP_CLOCK_OFFSET) leads for a stretch
 )
+
+// truthFaults are the faults of one round.
+var truthFaults = []string{faultFailover, faultRestart, faultOff, faultLost, faultPartition,
+	faultRelist, faultBounce, faultHandover, faultRetention, faultClock}
 
 // truthRun is one seed's run.
 type truthRun struct {
@@ -206,6 +231,16 @@ type truthRun struct {
 	truth    *framework.Truth
 	churn    *truthChurn
 
+	kubelets []*framework.TruthKubelet
+	live     *truthLive
+	// bounced, handedOver: the pods of those faults; offsets the clock
+	// offsets given, relisted the replicas' pod watches that ended 410.
+	bounced, handedOver []string
+	offsets             []time.Duration
+	relisted            int
+	// skewed are the stretches a replica with its clock off led.
+	skewed []framework.TruthWindow
+
 	windows []framework.TruthWindow
 	faults  map[string]int
 	// cuts counts the partitions' cuts; lost the answers lost, asked
@@ -220,7 +255,7 @@ func drawn(rng *rand.Rand, b [2]time.Duration) time.Duration {
 	return b[0] + time.Duration(rng.Int64N(int64(b[1]-b[0])+1))
 }
 
-func runTruthSeed(t *testing.T, c *controlplane.Cluster, seed uint64, scale truthScale) {
+func runTruthSeed(t *testing.T, c *controlplane.Cluster, kubelets []*framework.TruthKubelet, seed uint64, scale truthScale) {
 	started := time.Now()
 	mode := map[bool]string{true: "full", false: "short"}[scale.full]
 	rerun := fmt.Sprintf("TRUTH_SEED=%d%s go test -run 'TestHistoryTruth' -v . (in e2e/)", seed, map[bool]string{true: " TRUTH_FULL=1", false: ""}[scale.full])
@@ -232,7 +267,7 @@ func runTruthSeed(t *testing.T, c *controlplane.Cluster, seed uint64, scale trut
 	if bin := os.Getenv("TRUTH_PLUGIN"); bin != "" {
 		sim.PluginBin = bin
 	}
-	r := &truthRun{t: t, c: c, sim: sim, seed: seed, scale: scale, faults: map[string]int{},
+	r := &truthRun{t: t, c: c, sim: sim, seed: seed, scale: scale, faults: map[string]int{}, kubelets: kubelets,
 		rng: rand.New(rand.NewPCG(seed, 1))}
 	r.ns = simNamespace(t, c)
 
@@ -261,10 +296,17 @@ func runTruthSeed(t *testing.T, c *controlplane.Cluster, seed uint64, scale trut
 	r.churn.start()
 	r.churn.linger()
 
+	// Questions asked while the scenario runs, right after changes.
+	r.live = r.startLive(spanFrom)
 	var plan []string
 	for range scale.rounds {
-		round := []string{faultFailover, faultRestart, faultOff, faultLost, faultPartition}
+		round := slices.Clone(truthFaults)
 		r.rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		// The lowered retention removes the holds that ended before it:
+		// early in the round, so that most of the run stays covered and
+		// the answers about it say something.
+		i, j := slices.Index(round, faultRetention), r.rng.IntN(3)
+		round[i], round[j] = round[j], round[i]
 		plan = append(plan, round...)
 	}
 	t.Logf("fault plan: %v", plan)
@@ -281,6 +323,10 @@ func runTruthSeed(t *testing.T, c *controlplane.Cluster, seed uint64, scale trut
 	}
 	r.churn.stop()
 	churned := time.Now()
+	live := r.live.stop()
+	for _, err := range r.live.errs {
+		t.Errorf("a live question: %v", err)
+	}
 
 	// Let the cluster come to rest: no pod terminating or waiting for an
 	// address, nothing changed for two seconds.
@@ -322,24 +368,32 @@ func runTruthSeed(t *testing.T, c *controlplane.Cluster, seed uint64, scale trut
 
 	// Up to the last change: the coverage proves the history that far, and
 	// an open hold is certain only as far as the coverage goes.
+	// Every change placed in its band, from the test's reads of the pods'
+	// resourceVersion.
+	r.truth.Resolve()
+	stats = r.truth.Stats()
 	qs := r.queries(spanFrom, last)
 	askStart := time.Now()
 	if errs := sim.AskAll(t.Context(), c.Kubeconfig, qs, 6); len(errs) > 0 {
 		t.Errorf("%d+ queries could not be asked, e.g.: %v", len(errs), errors.Join(errs...))
 	}
+	qs = append(qs, live...)
 	for i := range qs {
-		if qs[i].Answer != nil {
-			r.truth.Judge(&qs[i], r.windows)
-		} else {
-			qs[i].Verdict = framework.Verdict{Skipped: true, Reason: "not answered"}
-		}
+		r.truth.Judge(&qs[i], r.windows)
 	}
-	sum := framework.Summarize(qs, r.windows)
-	t.Logf("asked in %v: %s", time.Since(askStart).Round(100*time.Millisecond), sum)
+	sum := framework.Summarize(qs)
+	reads, failed := r.truth.Clock().Reads()
+	t.Logf("asked in %v (bands from %d reads of the pods' resourceVersion, %d failed; %s):\n%s", time.Since(askStart).Round(100*time.Millisecond),
+		reads, failed, describeBands(r.truth), sum)
 	cut, lost, reread := r.replicas.WriteErrors()
 	t.Logf("faults: %v; %d answers to IPHistory writes lost (%d asked for, %d writes through the relay), %d cuts; the replicas read an IPHistory again %d times after a failed write, %d of them after a lost answer, and logged %d IPHistory or coverage requests cut on the connection; leases lost %d; windows: %s",
 		r.faults, r.lost, r.asked, len(r.relays.Write.Writes()), r.cuts, reread, lost, cut, r.replicas.LeaseLost, describeWindows(r.windows))
 
+	if len(r.skewed) > 0 {
+		sk, ot, nsk, not := r.clockShifts(t.Context())
+		t.Logf("clock: offsets %v; the IPHistory's latest hold starts lie %v (median of %d) from the truth's while a replica with its clock off led, %v (median of %d) otherwise",
+			r.offsets, sk.Round(time.Millisecond), nsk, ot.Round(time.Millisecond), not)
+	}
 	r.report(qs, sum, stats, rerun)
 	r.check(sum, stats, rerun)
 	r.teardown(t.Context())
@@ -351,34 +405,44 @@ func runTruthSeed(t *testing.T, c *controlplane.Cluster, seed uint64, scale trut
 func (r *truthRun) check(sum framework.TruthSummary, stats framework.TruthStats, rerun string) {
 	t := r.t
 	if sum.FalseCertain > 0 || sum.Missed > 0 {
-		t.Errorf("seed %d: %d false-certain and %d missed answers of %d judged (rerun: %s; keep the seed in e2e/testdata/truth/seeds.txt as a regression case)",
-			r.seed, sum.FalseCertain, sum.Missed, sum.Judged+sum.Extra+sum.Targeted, rerun)
+		t.Errorf("seed %d: %d false-certain and %d missed answers of %d judged (live %d, aimed %d: %v; rerun: %s; keep the seed in e2e/testdata/truth/seeds.txt as a regression case)",
+			r.seed, sum.FalseCertain, sum.Missed, sum.Uniform.Judged+sum.Extra.Judged+sum.Aimed.Judged+sum.Live.Judged,
+			sum.Live.FalseCertain+sum.Live.Missed, sum.Aimed.FalseCertain+sum.Aimed.Missed, sum.AimedWrong, rerun)
 	}
 	if share := framework.Share(sum.UncertainOutside, sum.Outside); share > 5 {
-		t.Errorf("seed %d: %.1f %% of the %d answers outside the failover, restart, history-off, partition and lease-lost windows are uncertain, want at most 5 %%",
-			r.seed, share, sum.Outside)
+		t.Errorf("seed %d: %.1f %% of the %d calm answers (outside the excused windows, farther than %v from a change, no holder terminating) are uncertain, want at most 5 %%",
+			r.seed, share, sum.Outside, framework.TruthTolerance)
 	}
 	if sum.Outside < r.scale.outside {
-		t.Errorf("only %d answers judged outside the excused windows, want at least %d: the bound on uncertain answers says little", sum.Outside, r.scale.outside)
+		t.Errorf("only %d calm answers judged, want at least %d: the bound on uncertain answers says little", sum.Outside, r.scale.outside)
 	}
-	if sum.Judged < sum.Queries/4 {
-		t.Errorf("only %d of %d queries could be judged (%d within %v of a boundary): the run says little", sum.Judged, sum.Queries, sum.Skipped, framework.TruthTolerance)
+	atRest := sum.Uniform.Judged + sum.Extra.Judged + sum.Aimed.Judged
+	if all := atRest + sum.Live.Judged; 5*sum.Live.Judged < all {
+		t.Errorf("only %d of %d answers judged were asked live, want at least a fifth", sum.Live.Judged, all)
+	}
+	if n := sum.Uniform.Asked + sum.Extra.Asked + sum.Aimed.Asked + sum.Live.Asked - atRest - sum.Live.Judged; n > 0 {
+		t.Errorf("%d questions were not answered", n)
 	}
 	if stats.Lifecycles < r.scale.lifecycles {
 		t.Errorf("%d pods held an address, want at least %d", stats.Lifecycles, r.scale.lifecycles)
 	}
 	for what, n := range map[string]int{
-		"addresses reused by another pod":       stats.Reused,
-		"dual-stack pods":                       stats.DualStack,
-		"pods recreated under the same name":    stats.Recreated,
-		"pods seen terminating":                 stats.Terminated,
-		"pods terminating for a second or more": stats.LongTerminating,
-		"pods finished (Job)":                   stats.Finished,
-		"failovers":                             r.faults[faultFailover],
-		"restarts":                              r.faults[faultRestart],
-		"stretches with the history off":        r.faults[faultOff],
-		"answers to IPHistory writes lost":      r.lost,
-		"cuts of the controllers' connections":  r.cuts,
+		"addresses reused by another pod":               stats.Reused,
+		"dual-stack pods":                               stats.DualStack,
+		"pods recreated under the same name":            stats.Recreated,
+		"pods seen terminating":                         stats.Terminated,
+		"pods terminating for a second or more":         stats.LongTerminating,
+		"pods finished (Job)":                           stats.Finished,
+		"failovers":                                     r.faults[faultFailover],
+		"restarts":                                      r.faults[faultRestart],
+		"stretches with the history off":                r.faults[faultOff],
+		"answers to IPHistory writes lost":              r.lost,
+		"cuts of the controllers' connections":          r.cuts,
+		"pod watches ended 410 Gone (relists)":          r.relisted,
+		"pods bounced a -> b -> a":                      len(r.bounced),
+		"addresses handed over while terminating":       stats.HandedOver,
+		"retention changes":                             r.faults[faultRetention],
+		"stretches led by a replica with its clock off": len(r.skewed),
 	} {
 		if n == 0 {
 			t.Errorf("the scenario had no %s: it did not exercise what it must", what)
@@ -420,7 +484,15 @@ func (r *truthRun) report(qs []framework.TruthQuery, sum framework.TruthSummary,
 			break
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "WRONG (seed %d) who-had %s --at %s: exit %d", r.seed, q.Address, q.At.UTC().Format(time.RFC3339), q.Exit)
+		fmt.Fprintf(&b, "WRONG (seed %d) who-had %s --at %s: exit %d", r.seed, q.Address, q.At.UTC().Format(framework.TruthTimeFormat), q.Exit)
+		if q.Live {
+			fmt.Fprintf(&b, " [asked live at %s]", q.Asked.UTC().Format("15:04:05.000"))
+		}
+		if q.Verdict.InBand {
+			b.WriteString(" [in a band]")
+		} else if q.Verdict.Near {
+			fmt.Fprintf(&b, " [within %v of a change]", framework.TruthTolerance)
+		}
 		if q.Verdict.Window != "" {
 			fmt.Fprintf(&b, " [in the %s window]", q.Verdict.Window)
 		}
@@ -435,6 +507,9 @@ func (r *truthRun) report(qs []framework.TruthQuery, sum framework.TruthSummary,
 		}
 		if q.Answer.Covered != nil {
 			fmt.Fprintf(&b, "\n    covered: %v", *q.Answer.Covered)
+			if q.Answer.CoveredUntil != nil {
+				fmt.Fprintf(&b, " (until %s)", q.Answer.CoveredUntil.UTC().Format("15:04:05.000"))
+			}
 		}
 		for _, s := range q.Verdict.FalseCertain {
 			fmt.Fprintf(&b, "\n    false-certain: %s", s)
@@ -468,7 +543,8 @@ func (r *truthRun) report(qs []framework.TruthQuery, sum framework.TruthSummary,
 	out := map[string]any{
 		"seed": r.seed, "full": r.scale.full, "rerun": rerun, "namespace": r.ns, "summary": sum, "stats": stats,
 		"faults": r.faults, "cuts": r.cuts, "lostAnswers": r.relays.Write.Lost(), "leasesLost": r.replicas.LeaseLost, "windows": r.windows,
-		"operations": r.churn.counts(), "wrong": wrong, "histories": histories, "truth": truthByAddr, "queries": qs,
+		"operations": r.churn.counts(), "wrong": wrong, "expiredWatches": r.relays.Expired(), "bounced": r.bounced,
+		"handedOver": r.handedOver, "clockOffsets": r.offsets, "skewed": r.skewed, "histories": histories, "truth": truthByAddr, "queries": qs,
 		"allHistories": all,
 	}
 	b, err := json.MarshalIndent(out, "", " ")
@@ -491,14 +567,15 @@ func describeWindows(ws []framework.TruthWindow) string {
 	return strings.Join(parts, ", ")
 }
 
-// queries draws the questions: scale.queries with times uniform over
-// [from, to] to the second, addresses uniform over those held, one in
-// twenty an address nobody held (off the nodes, or in a node's CIDR but
-// never handed out); then, if fewer than scale.outside of them are to be
-// judged outside the excused windows, more drawn the same way but kept
-// only there and judgeable (Extra), until there are; then the aimed ones,
-// where the history is most easily wrong: in holds, in terminations,
-// after ends.
+// queries draws the questions asked at rest: scale.queries with times
+// uniform over [from, to] to the millisecond, addresses uniform over those
+// held, one in twenty an address nobody held (off the nodes, or in a
+// node's CIDR but never handed out); then, if fewer than scale.outside of
+// them are calm (outside the excused windows, farther than TruthTolerance
+// from every change of their address, no holder terminating), more drawn
+// the same way but kept only there (Extra), until there are; then the
+// aimed ones, where the history is most easily wrong: in holds, in
+// terminations, after ends, and just outside the band of every change.
 func (r *truthRun) queries(from, to time.Time) []framework.TruthQuery {
 	rng := rand.New(rand.NewPCG(r.seed, 3))
 	held := r.truth.Addresses()
@@ -513,41 +590,132 @@ func (r *truthRun) queries(from, to time.Time) []framework.TruthQuery {
 			}
 		}
 	}
-	first, lastSec := from.Truncate(time.Second).Add(time.Second), to.Truncate(time.Second)
-	span := int64(lastSec.Sub(first) / time.Second)
-	if span < 1 || len(held) == 0 {
+	first, end := from.Truncate(time.Millisecond).Add(time.Millisecond), to.Truncate(time.Millisecond)
+	span := int64(end.Sub(first) / time.Millisecond)
+	if span < 1000 || len(held) == 0 {
 		r.t.Fatalf("nothing to ask about: %d addresses held over %v", len(held), to.Sub(from))
 	}
 	draw := func() framework.TruthQuery {
-		at := first.Add(time.Duration(rng.Int64N(span+1)) * time.Second)
+		at := first.Add(time.Duration(rng.Int64N(span+1)) * time.Millisecond)
 		if rng.IntN(20) == 0 {
 			return framework.TruthQuery{Address: unused[rng.IntN(len(unused))], At: at, Unused: true}
 		}
 		return framework.TruthQuery{Address: held[rng.IntN(len(held))], At: at}
 	}
-	outside := func(q framework.TruthQuery) bool {
-		_, near := r.truth.NearBoundary(q.Address, q.At)
-		return !near && !framework.ExcusedAt(r.windows, q.At)
-	}
 	qs := make([]framework.TruthQuery, r.scale.queries)
 	n := 0
 	for i := range qs {
 		qs[i] = draw()
-		if outside(qs[i]) {
+		if r.truth.Calm(qs[i].Address, qs[i].At, r.windows) {
 			n++
 		}
 	}
 	extra := 0
 	for tries := 0; n < r.scale.outside && tries < 1000*r.scale.outside; tries++ {
-		if q := draw(); outside(q) {
+		if q := draw(); r.truth.Calm(q.Address, q.At, r.windows) {
 			q.Extra = true
 			qs = append(qs, q)
 			n++
 			extra++
 		}
 	}
-	r.t.Logf("%d uniform queries over %v, %d of them to be judged outside the excused windows; %d more drawn there only", r.scale.queries, lastSec.Sub(first), n-extra, extra)
-	return append(qs, r.truth.Targets(first, lastSec, rng, r.scale.aimed)...)
+	r.t.Logf("%d uniform queries over %v, %d of them calm; %d more drawn in calm times only", r.scale.queries, end.Sub(first), n-extra, extra)
+	return append(qs, r.truth.Targets(first, end, rng, r.scale.aimed)...)
+}
+
+// describeBands sums up the widths of the truth's bands.
+func describeBands(tr *framework.Truth) string {
+	var widths []time.Duration
+	for _, a := range tr.Addresses() {
+		for _, h := range tr.Holds(a) {
+			for _, b := range []framework.Band{h.FromBand, h.TermBand, h.ToBand} {
+				if !b.IsZero() {
+					widths = append(widths, b.Width())
+				}
+			}
+		}
+	}
+	if len(widths) == 0 {
+		return "no bands"
+	}
+	slices.Sort(widths)
+	return fmt.Sprintf("%d bands, widths: median %v, p99 %v, most %v", len(widths), widths[len(widths)/2].Round(time.Millisecond),
+		widths[len(widths)*99/100].Round(time.Millisecond), widths[len(widths)-1].Round(time.Millisecond))
+}
+
+// truthLive asks questions while the scenario runs: right after changes
+// (within 2 s before to 1 s after a change the test's watch delivered in
+// the last 3 s) and about the last 8 s, one at a time. The answers are
+// judged at the end, when every band is known: a live answer must be as
+// right as one at rest, so the coverage may never vouch for a time whose
+// holds are not written yet.
+type truthLive struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	qs   []framework.TruthQuery
+	errs []error
+}
+
+func (r *truthRun) startLive(from time.Time) *truthLive {
+	l := &truthLive{done: make(chan struct{})}
+	rng := rand.New(rand.NewPCG(r.seed, 4))
+	kubeconfig := r.c.Kubeconfig
+	l.wg.Go(func() {
+		for {
+			select {
+			case <-l.done:
+				return
+			case <-time.After(time.Duration(100+rng.IntN(200)) * time.Millisecond):
+			}
+			now := time.Now()
+			q := framework.TruthQuery{Live: true}
+			recent := r.truth.RecentChanges(now.Add(-3 * time.Second))
+			if len(recent) > 0 && rng.IntN(10) < 6 {
+				ch := recent[rng.IntN(len(recent))]
+				q.Address, q.Kind = ch.Address, "live: around a change"
+				q.At = ch.At.Add(time.Duration(rng.Int64N(int64(3*time.Second))) - 2*time.Second)
+				if q.At.After(now) {
+					q.At = now
+				}
+			} else {
+				addrs := r.truth.Addresses()
+				if len(addrs) == 0 {
+					continue
+				}
+				q.Address, q.Kind = addrs[rng.IntN(len(addrs))], "live: the last seconds"
+				q.At = now.Add(-time.Duration(rng.Int64N(int64(8 * time.Second))))
+			}
+			if q.At.Before(from) {
+				continue
+			}
+			q.At = q.At.Truncate(time.Millisecond)
+			q.Asked = time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := r.sim.WhoHad(ctx, kubeconfig, &q)
+			cancel()
+			l.mu.Lock()
+			l.qs = append(l.qs, q)
+			if err != nil && len(l.errs) < 10 {
+				l.errs = append(l.errs, err)
+			}
+			l.mu.Unlock()
+		}
+	})
+	return l
+}
+
+// stop ends the live questions and returns them; safe to call twice.
+func (l *truthLive) stop() []framework.TruthQuery {
+	select {
+	case <-l.done:
+	default:
+		close(l.done)
+	}
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.qs)
 }
 
 // stretch lets the scenario run for d, supervising the replicas.
@@ -656,6 +824,135 @@ func (r *truthRun) fault(kind string) {
 		r.relays.TCP.SetLatency(0, 0)
 		t.Logf("partition: %d cuts (%d connections) over %v, 10-120 ms latency each way", cuts, conns, time.Since(from).Round(time.Millisecond))
 		r.window(kind, from, time.Now(), true)
+	case faultRelist:
+		// Cut off (a blackhole: nothing moves, no connection closes)
+		// while the pods change; etcd compacted to its current revision;
+		// every connection then reset: the replicas' watches resume from
+		// a resourceVersion that is gone, end with 410 Gone, and their
+		// informers list again, learning what changed meanwhile from the
+		// pods' last versions only.
+		from := time.Now()
+		before := r.relays.ExpiredPodWatches()
+		r.relays.TCP.Blackhole()
+		r.stretch(drawn(r.rng, r.scale.relist))
+		var rev int64
+		var err error
+		for range 5 {
+			// The API server's own compactor may race it: then again.
+			if rev, err = r.c.CompactEtcd(t.Context()); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			r.relays.TCP.Restore()
+			t.Fatalf("relist: compacting etcd: %v", err)
+		}
+		r.relays.ExpireWatches(rev)
+		conns := r.relays.TCP.Cut()
+		r.relays.TCP.Restore()
+		want := len(r.replicas.Running())
+		deadline := time.Now().Add(takeover)
+		for r.relays.ExpiredPodWatches()-before < want && time.Now().Before(deadline) {
+			r.stretch(100 * time.Millisecond)
+		}
+		got := r.relays.ExpiredPodWatches() - before
+		r.relays.ExpireWatches(0)
+		r.relisted += got
+		if got == 0 {
+			t.Errorf("relist: no pod watch of the replicas resumed from before the compaction (revision %d) within %v: none was made to list again", rev, takeover)
+		}
+		t.Logf("relist: replicas cut off for %v, etcd compacted at revision %d, %d connections reset; %d pod watches of %d replicas ended 410 Gone",
+			time.Since(from).Round(time.Millisecond), rev, conns, got, want)
+		r.window(kind, from, time.Now(), true)
+	case faultBounce:
+		// A pod of the graceful node moves to another address and back,
+		// one UID: a -> b -> a, as a sandbox made again would.
+		k := r.gracefulKubelet()
+		name := fmt.Sprintf("bounce-%d", r.faults[kind])
+		a0 := r.startPodOn(name, 1)
+		// Often before the history has written the first address's hold.
+		r.stretch(time.Duration(r.rng.Int64N(int64(time.Second))))
+		stay := drawn(r.rng, r.scale.stay)
+		a, b, err := k.Bounce(t.Context(), r.ns, name, stay, r.stretch)
+		if err != nil {
+			t.Fatalf("bounce: %v", err)
+		}
+		r.bounced = append(r.bounced, fmt.Sprintf("%s %v -> %v -> %v (%v on the second)", name, a0, b, a, stay.Round(time.Millisecond)))
+		t.Logf("bounce: pod %s moved from %v to %v and back after %v", name, a, b, stay.Round(time.Millisecond))
+		r.stretch(time.Second + time.Duration(r.rng.Int64N(int64(time.Second))))
+		r.churn.note("delete bounced pod", r.churn.deletePod(t.Context(), name, false))
+	case faultHandover:
+		// A pod of the graceful node deleted with a grace period; a new
+		// pod gets its addresses while it still terminates.
+		k := r.gracefulKubelet()
+		n := r.faults[kind]
+		old, next := fmt.Sprintf("handover-old-%d", n), fmt.Sprintf("handover-new-%d", n)
+		addrs := r.startPodOn(old, 6)
+		r.stretch(500*time.Millisecond + time.Duration(r.rng.Int64N(int64(time.Second))))
+		pod, err := r.c.Kube.CoreV1().Pods(r.ns).Get(t.Context(), old, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("handover: %v", err)
+		}
+		k.HandOver(pod.UID, next)
+		if err := r.churn.deletePod(t.Context(), old, false); err != nil {
+			t.Fatalf("handover: deleting %s: %v", old, err)
+		}
+		got := r.startPodOn(next, 1)
+		still := "gone by then"
+		if p, err := r.c.Kube.CoreV1().Pods(r.ns).Get(t.Context(), old, metav1.GetOptions{}); err == nil && p.UID == pod.UID {
+			still = "still terminating"
+		}
+		r.handedOver = append(r.handedOver, fmt.Sprintf("%s %v -> %s %v (%s)", old, addrs, next, got, still))
+		t.Logf("handover: %s %v deleted (grace 6 s), %s got %v, %s %s", old, addrs, next, got, old, still)
+		r.stretch(time.Second + time.Duration(r.rng.Int64N(int64(time.Second))))
+		r.churn.note("delete handed-over pod", r.churn.deletePod(t.Context(), next, false))
+	case faultRetention:
+		stopped := time.Now()
+		low := drawn(r.rng, r.scale.retention).Round(time.Second)
+		flag := "--history-retention=" + low.String()
+		r.replicas.StopAll()
+		r.replicas.StartWith(true, nil, flag)
+		r.replicas.StartWith(true, nil, flag)
+		lowLeader := r.replicas.WaitLeader(takeover, r.supervise)
+		// Long enough for a pass that removes the holds past the
+		// retention (every half retention below two minutes).
+		d := low/2 + 2*time.Second
+		r.stretch(d)
+		r.replicas.StopAll()
+		r.replicas.Start(true)
+		r.replicas.Start(true)
+		next := r.replicas.WaitLeader(takeover, r.supervise)
+		t.Logf("retention: %s led with %s for %v; %s leads with the default %v after the first stop", lowLeader.Name, flag, d,
+			next.Name, next.Leading.Sub(stopped).Round(time.Millisecond))
+		r.window(kind, stopped, next.Leading, true)
+	case faultClock:
+		stopped := time.Now()
+		off := 300*time.Millisecond + time.Duration(r.rng.Int64N(int64(r.scale.offset-300*time.Millisecond)+1))
+		if r.rng.IntN(2) == 0 {
+			off = -off
+		}
+		off = off.Round(time.Millisecond)
+		env := []string{"PODTOIP_CLOCK_OFFSET=" + off.String()}
+		r.replicas.StopAll()
+		skewed := r.replicas.StartWith(true, env)
+		lead := r.replicas.WaitLeader(takeover, r.supervise)
+		r.replicas.Start(true)
+		d := drawn(r.rng, r.scale.skew)
+		r.stretch(d)
+		killed := time.Now()
+		for _, rep := range r.replicas.Running() {
+			if len(rep.Env) > 0 {
+				rep.P.Kill()
+			}
+		}
+		next := r.replicas.WaitLeader(takeover, r.supervise)
+		r.replicas.Start(true)
+		r.offsets = append(r.offsets, off)
+		r.skewed = append(r.skewed, framework.TruthWindow{Kind: off.String(), From: lead.Leading, To: killed})
+		t.Logf("clock: %s (PODTOIP_CLOCK_OFFSET=%s) led for %v; %s leads %v after its kill; its log mentions the offset: %v", skewed.Name, off,
+			killed.Sub(lead.Leading).Round(time.Millisecond), next.Name, next.Leading.Sub(killed).Round(time.Millisecond),
+			strings.Contains(strings.ToLower(skewed.P.Output()), "offset"))
+		r.window(kind, stopped, next.Leading, true)
 	default:
 		t.Fatalf("unknown fault %q", kind)
 	}
@@ -668,6 +965,10 @@ func (r *truthRun) teardown(ctx context.Context) {
 	t := r.t
 	r.churn.stop()
 	r.churn.stopLinger()
+	if r.live != nil {
+		r.live.stop()
+	}
+	r.relays.ExpireWatches(0)
 	kube := r.c.Kube
 	zero := int64(0)
 	bg := metav1.DeletePropagationBackground
@@ -1113,4 +1414,89 @@ func (c *truthChurn) deleteDeploymentPod(ctx context.Context, force bool) {
 	}
 	sort.Strings(live)
 	c.note(deleteOp("delete deployment pod", force), c.deletePod(ctx, live[c.intN(len(live))], force))
+}
+
+// gracefulKubelet is the test's kubelet of the graceful node.
+func (r *truthRun) gracefulKubelet() *framework.TruthKubelet {
+	if len(r.kubelets) == 0 {
+		r.t.Fatal("no kubelet of the test's own: the truth's graceful node is missing")
+	}
+	return r.kubelets[0]
+}
+
+// startPodOn creates a pod of the given grace period bound to the graceful
+// node, and waits until it has its addresses, which it returns.
+func (r *truthRun) startPodOn(name string, grace int64) []string {
+	t := r.t
+	spec := truthPodSpec(grace, true)
+	for _, n := range framework.TruthNodes() {
+		if n.Graceful {
+			spec.NodeName = n.Name
+		}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns}, Spec: spec}
+	if _, err := r.c.Kube.CoreV1().Pods(r.ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating pod %s: %v", name, err)
+	}
+	var ips []string
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		r.supervise()
+		p, err := r.c.Kube.CoreV1().Pods(r.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ips = ips[:0]
+		for _, ip := range p.Status.PodIPs {
+			ips = append(ips, ip.IP)
+		}
+		return len(ips) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s got no address within 30 s: %v", name, err)
+	}
+	return ips
+}
+
+// clockShifts compares, for the holds whose start the truth places in a
+// stretch led by a replica with its clock off and for all the others, the
+// latest start the IPHistory records (startedBefore, else from) with the
+// end of the truth's band of it: a clock off by d shifts the first by
+// about d. It returns the medians and
+// the counts, to show that the offset took effect.
+func (r *truthRun) clockShifts(ctx context.Context) (skewed, others time.Duration, nSkewed, nOthers int) {
+	var in, out []time.Duration
+	for _, addr := range r.truth.Addresses() {
+		h, err := r.sim.GetHistory(ctx, framework.HistoryName(addr))
+		if err != nil || h == nil {
+			continue
+		}
+		for _, th := range r.truth.Holds(addr) {
+			for _, hh := range h.Holders {
+				if hh.PodUID != th.UID || th.FromBand.IsZero() {
+					continue
+				}
+				// The latest the start can be: when the replica saw it.
+				seen := hh.From.Time
+				if hh.StartedBefore != nil {
+					seen = hh.StartedBefore.Time
+				}
+				if d := seen.Sub(th.FromBand.Hi); d > -5*time.Second && d < 5*time.Second {
+					if _, ok := framework.WindowAt(r.skewed, th.FromBand.Hi); ok {
+						in = append(in, d)
+					} else {
+						out = append(out, d)
+					}
+				}
+				break
+			}
+		}
+	}
+	median := func(ds []time.Duration) time.Duration {
+		if len(ds) == 0 {
+			return 0
+		}
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	return median(in), median(out), len(in), len(out)
 }

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,25 @@ type TruthHold struct {
 	// Ended says how: deleted, deletion final, Succeeded, Failed or
 	// address removed.
 	Ended string `json:"ended,omitempty"`
+
+	// FromRV, TermRV and ToRV are the resourceVersions of the pod versions
+	// (or of the deletion) that made each change: with the test's probes
+	// of the pods' resourceVersion (TruthClock) they place the change in
+	// time (Band). 0 when unknown.
+	FromRV int64 `json:"fromRV,omitempty"`
+	TermRV int64 `json:"termRV,omitempty"`
+	ToRV   int64 `json:"toRV,omitempty"`
+	// FromBand, TermBand and ToBand are the bands in which the start, the
+	// termination's start and the end happened (Truth.Resolve): after Lo,
+	// no later than Hi. Zero until resolved, or when there was none.
+	FromBand Band `json:"fromBand,omitzero"`
+	TermBand Band `json:"termBand,omitzero"`
+	ToBand   Band `json:"toBand,omitzero"`
+	// HandedOver is set when another pod got the address while this one
+	// was terminating (its CNI released it): whether the terminating pod
+	// still used it is not known, and its end may lie anywhere from its
+	// termination's start to when it was gone.
+	HandedOver bool `json:"handedOver,omitempty"`
 }
 
 // HeldAt reports whether the hold covers t: From <= t < To.
@@ -63,6 +83,18 @@ func (h *TruthHold) String() string {
 	}
 	if !h.Terminating.IsZero() {
 		b.WriteString(", terminating from " + stamp(h.Terminating))
+	}
+	if !h.FromBand.IsZero() {
+		b.WriteString("; bands: start " + h.FromBand.String())
+		if !h.TermBand.IsZero() {
+			b.WriteString(", terminating " + h.TermBand.String())
+		}
+		if !h.ToBand.IsZero() {
+			b.WriteString(", end " + h.ToBand.String())
+		}
+		if h.HandedOver {
+			b.WriteString(" (handed over while terminating: its end lies anywhere in its termination)")
+		}
 	}
 	return b.String()
 }
@@ -91,10 +123,23 @@ type Truth struct {
 	dual        map[types.UID]bool // pods that held an address of each family
 	hostNetwork map[types.UID]bool
 	pods        map[types.UID]*corev1.Pod // the last version seen of each pod not gone
+	lastRV      map[types.UID]int64       // the resourceVersion of the last version seen of each pod
 	last        time.Time
 	changes     int
+	// recent are the last changes, newest last, for the live questions.
+	recent []TruthChange
+
+	// clock places the changes in time (see TruthClock).
+	clock *TruthClock
 
 	stop chan struct{}
+}
+
+// TruthChange is one change of one address: a start, a termination's
+// start or an end, as the test's watch delivered it.
+type TruthChange struct {
+	Address string    `json:"address"`
+	At      time.Time `json:"at"`
 }
 
 // StartTruth starts recording the holds of namespace ns's pods of e.CP,
@@ -107,8 +152,9 @@ func (e *Env) StartTruth(t testing.TB, ns string) *Truth {
 		ns: ns, holds: map[string][]*TruthHold{}, open: map[types.UID]map[string]*TruthHold{},
 		terminating: map[types.UID]time.Time{}, gone: map[types.UID]bool{}, finished: map[types.UID]bool{},
 		holders: map[types.UID]bool{}, dual: map[types.UID]bool{}, hostNetwork: map[types.UID]bool{},
-		pods: map[types.UID]*corev1.Pod{}, stop: make(chan struct{}),
+		pods: map[types.UID]*corev1.Pod{}, lastRV: map[types.UID]int64{}, stop: make(chan struct{}),
 	}
+	tr.clock = e.startTruthClock(tr.stop, ns)
 	factory := informers.NewSharedInformerFactoryWithOptions(e.CP.Kube, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().Pods().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -141,8 +187,9 @@ func (tr *Truth) Stop() {
 // watch delivered it.
 func (tr *Truth) observe(obj any, deleted bool) {
 	now := time.Now()
+	unknown := false
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj, deleted = d.Obj, true
+		obj, deleted, unknown = d.Obj, true, true
 	}
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -151,6 +198,25 @@ func (tr *Truth) observe(obj any, deleted bool) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	uid := pod.UID
+	rv, _ := strconv.ParseInt(pod.ResourceVersion, 10, 64)
+	if unknown && rv <= tr.lastRV[uid] {
+		// A deletion the watch missed (it listed again): the object is
+		// the last version seen, not the deletion; the change lies after
+		// that version, when exactly is not known.
+		rv = -tr.lastRV[uid]
+	}
+	if rv > 0 {
+		tr.lastRV[uid] = rv
+	}
+	var touched []string
+	defer func() {
+		for _, a := range touched {
+			tr.recent = append(tr.recent, TruthChange{Address: a, At: now})
+		}
+		if n := len(tr.recent); n > 256 {
+			tr.recent = append(tr.recent[:0:0], tr.recent[n-128:]...)
+		}
+	}()
 	if pod.Spec.HostNetwork {
 		tr.hostNetwork[uid] = true
 		return
@@ -164,8 +230,9 @@ func (tr *Truth) observe(obj any, deleted bool) {
 	}
 	if pod.DeletionTimestamp != nil && tr.terminating[uid].IsZero() {
 		tr.terminating[uid] = now
-		for _, h := range tr.open[uid] {
-			h.Terminating = now
+		for addr, h := range tr.open[uid] {
+			h.Terminating, h.TermRV = now, rv
+			touched = append(touched, addr)
 		}
 		changed = true
 	}
@@ -182,7 +249,8 @@ func (tr *Truth) observe(obj any, deleted bool) {
 		if slices.Contains(want, addr) {
 			continue
 		}
-		h.To = now
+		h.To, h.ToRV = now, rv
+		touched = append(touched, addr)
 		switch {
 		case deleted:
 			h.Ended = "deleted"
@@ -201,7 +269,11 @@ func (tr *Truth) observe(obj any, deleted bool) {
 			continue
 		}
 		h := &TruthHold{Address: addr, Namespace: pod.Namespace, Pod: pod.Name, UID: uid, Node: pod.Spec.NodeName,
-			From: now, Terminating: tr.terminating[uid]}
+			From: now, FromRV: rv, Terminating: tr.terminating[uid]}
+		if !h.Terminating.IsZero() {
+			h.TermRV = rv
+		}
+		touched = append(touched, addr)
 		if tr.open[uid] == nil {
 			tr.open[uid] = map[string]*TruthHold{}
 		}
@@ -353,6 +425,9 @@ type TruthStats struct {
 	LongTerminating int `json:"longTerminating"`
 	// Recreated counts the pod names that more than one pod had.
 	Recreated int `json:"recreated"`
+	// HandedOver counts the holds whose address another pod got while
+	// their pod terminated (after Resolve).
+	HandedOver int `json:"handedOver"`
 }
 
 // Stats counts what the record holds.
@@ -365,6 +440,9 @@ func (tr *Truth) Stats() TruthStats {
 	for _, hs := range tr.holds {
 		uids := map[types.UID]bool{}
 		for _, h := range hs {
+			if h.HandedOver {
+				s.HandedOver++
+			}
 			if !h.Terminating.IsZero() && (h.To.IsZero() || h.To.Sub(h.Terminating) >= time.Second) {
 				long[h.UID] = true
 			}
@@ -396,54 +474,60 @@ func (tr *Truth) Stats() TruthStats {
 }
 
 // Targets draws up to n queries aimed where the history is most easily
-// wrong, each a whole second at least TruthTolerance from every boundary
-// of its address and within [from, to]: in the middle of a hold, in its
-// pod's termination, and after its end (before the address's next
-// boundary). Kind says which.
+// wrong, each to the millisecond within [from, to] (Resolve first): in
+// the middle of a hold, in its pod's termination and after its end, and
+// at the edges, up to 400 ms outside the band of each change (just before
+// and just after a start, a termination's start, an end). Kind says
+// which.
 func (tr *Truth) Targets(from, to time.Time, rng *rand.Rand, n int) []TruthQuery {
 	var out []TruthQuery
-	for _, addr := range tr.Addresses() {
-		bounds := tr.Boundaries(addr)
-		slices.SortFunc(bounds, time.Time.Compare)
-		aim := func(lo, hi time.Time, kind string) {
-			lo, hi = later(lo, from), earlier(hi, to)
-			var fits []time.Time
-			for t := lo.Truncate(time.Second).Add(time.Second); !t.After(hi); t = t.Add(time.Second) {
-				ok := true
-				for _, b := range bounds {
-					if d := t.Sub(b); d < TruthTolerance && d > -TruthTolerance {
-						ok = false
-						break
-					}
-				}
-				if ok {
-					fits = append(fits, t)
-				}
-			}
-			if len(fits) > 0 {
-				out = append(out, TruthQuery{Address: addr, At: fits[rng.IntN(len(fits))], Kind: kind})
-			}
+	pick := func(addr string, lo, hi time.Time, kind string) {
+		lo, hi = later(lo, from), earlier(hi, to)
+		if hi.Before(lo) {
+			return
 		}
-		for _, h := range tr.Holds(addr) {
-			end := h.To
-			if end.IsZero() {
-				end = to
+		at := lo.Add(time.Duration(rng.Int64N(int64(hi.Sub(lo)/time.Millisecond)+1)) * time.Millisecond).Truncate(time.Millisecond)
+		if at.Before(from) || at.After(to) {
+			return
+		}
+		out = append(out, TruthQuery{Address: addr, At: at, Kind: kind})
+	}
+	edge := func(addr string, b Band, what string) {
+		d := time.Duration(1+rng.IntN(400)) * time.Millisecond
+		if !b.Lo.IsZero() {
+			pick(addr, b.Lo.Add(-d), b.Lo.Add(-d), "just before "+what)
+		}
+		pick(addr, b.Hi.Add(d), b.Hi.Add(d), "just after "+what)
+	}
+	for _, addr := range tr.Addresses() {
+		hs := tr.Holds(addr)
+		var starts []time.Time
+		for _, h := range hs {
+			starts = append(starts, h.startBand().Lo)
+		}
+		for _, h := range hs {
+			start, end := h.startBand(), h.endBand()
+			last := to
+			if !end.IsZero() {
+				last = end.Lo
 			}
-			if h.Terminating.IsZero() {
-				aim(h.From, end, "during a hold")
+			if h.TermBand.IsZero() {
+				pick(addr, start.Hi, last, "during a hold")
 			} else {
-				aim(h.From, h.Terminating, "during a hold")
-				aim(h.Terminating, end, "during a termination")
+				pick(addr, start.Hi, h.TermBand.Lo, "during a hold")
+				pick(addr, h.TermBand.Hi, last, "during a termination")
+				edge(addr, h.TermBand, "a termination")
 			}
-			if !h.To.IsZero() {
+			edge(addr, start, "a start")
+			if !end.IsZero() {
+				edge(addr, end, "an end")
 				next := to
-				for _, b := range bounds {
-					if b.After(h.To) {
-						next = b
-						break
+				for _, s := range starts {
+					if s.After(end.Hi) && s.Before(next) {
+						next = s
 					}
 				}
-				aim(h.To, next, "after a hold")
+				pick(addr, end.Hi, next, "after a hold")
 			}
 		}
 	}

@@ -1,9 +1,13 @@
 package framework
 
 import (
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,10 +26,15 @@ func truthOf(holds ...*TruthHold) *Truth {
 
 func TestTruthJudge(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	band := func(lo, hi float64) Band { return Band{Lo: at(lo), Hi: at(hi)} }
 	addr := "10.250.1.3"
-	a := &TruthHold{Address: addr, Pod: "a", UID: "uid-a", From: at(0), Terminating: at(10), To: at(20), Ended: "deleted"}
-	b := &TruthHold{Address: addr, Pod: "b", UID: "uid-b", From: at(20), To: at(40), Ended: "deleted"}
+	// a: started in (0, 0.3], terminating from (10, 10.2], gone in (20, 20.4];
+	// b: started in (20.1, 20.5] (after a was gone, maybe), gone in (40, 40.2].
+	a := &TruthHold{Address: addr, Pod: "a", UID: "uid-a", From: at(0.3), Terminating: at(10.2), To: at(20.4), Ended: "deleted",
+		FromBand: band(0, 0.3), TermBand: band(10, 10.2), ToBand: band(20, 20.4)}
+	b := &TruthHold{Address: addr, Pod: "b", UID: "uid-b", From: at(20.5), To: at(40.2), Ended: "deleted",
+		FromBand: band(20.1, 20.5), ToBand: band(40, 40.2)}
 	tr := truthOf(a, b)
 	yes, no := true, false
 	holder := func(uid types.UID, uncertain bool) WhoHadHolder {
@@ -34,19 +43,25 @@ func TestTruthJudge(t *testing.T) {
 	windows := []TruthWindow{{Kind: "failover", From: at(30), To: at(35), Excused: true}}
 	for _, c := range []struct {
 		name         string
-		at           int
+		at           float64
 		exit         int
 		covered      *bool
 		holders      []WhoHadHolder
-		skipped      bool
 		falseCertain bool
 		missed       bool
 		uncertain    bool
 		isCovered    bool
+		inBand, near bool
 	}{
 		{name: "the holder, certain", at: 5, holders: []WhoHadHolder{holder("uid-a", false)}, isCovered: true},
 		{name: "a terminating holder, uncertain", at: 15, holders: []WhoHadHolder{holder("uid-a", true)}, uncertain: true, isCovered: true},
-		{name: "within the tolerance of a boundary", at: 11, exit: WhoHadNobody, skipped: true},
+		{name: "in a start's band, nobody", at: 0.2, exit: WhoHadNobody, isCovered: true, inBand: true, near: true},
+		{name: "in a start's band, certain", at: 0.2, holders: []WhoHadHolder{holder("uid-a", false)}, isCovered: true, inBand: true, near: true},
+		{name: "just after a start's band, nobody", at: 0.31, exit: WhoHadNobody, falseCertain: true, missed: true, isCovered: true, near: true},
+		{name: "just before a start's band, certain", at: 20.099, holders: []WhoHadHolder{holder("uid-a", true), holder("uid-b", false)}, falseCertain: true, uncertain: true, isCovered: true, inBand: true, near: true},
+		{name: "just after an end's band, certain", at: 20.401, holders: []WhoHadHolder{holder("uid-a", false), holder("uid-b", false)}, falseCertain: true, isCovered: true, inBand: true, near: true},
+		{name: "in an end's band, certain", at: 20.3, holders: []WhoHadHolder{holder("uid-a", false)}, isCovered: true, inBand: true, near: true},
+		{name: "just before an end's band, left out", at: 19.99, covered: &yes, holders: []WhoHadHolder{}, missed: true, isCovered: true, near: true},
 		{name: "another pod, certain", at: 5, holders: []WhoHadHolder{holder("uid-a", false), holder("uid-b", false)}, falseCertain: true, isCovered: true},
 		{name: "another pod, uncertain", at: 5, holders: []WhoHadHolder{holder("uid-a", false), holder("uid-b", true)}, uncertain: true, isCovered: true},
 		{name: "nobody, covered, while a pod held it", at: 15, exit: WhoHadNobody, falseCertain: true, missed: true, isCovered: true},
@@ -60,27 +75,47 @@ func TestTruthJudge(t *testing.T) {
 		q := TruthQuery{Address: addr, At: at(c.at), Exit: c.exit, Answer: &WhoHad{Covered: c.covered, Holders: c.holders}}
 		tr.Judge(&q, windows)
 		v := q.Verdict
-		if v.Skipped != c.skipped || len(v.FalseCertain) > 0 != c.falseCertain || len(v.Missed) > 0 != c.missed ||
-			!c.skipped && (v.Uncertain != c.uncertain || v.Covered != c.isCovered) {
+		if len(v.FalseCertain) > 0 != c.falseCertain || len(v.Missed) > 0 != c.missed || v.Uncertain != c.uncertain ||
+			v.Covered != c.isCovered || v.InBand != c.inBand || v.Near != c.near {
 			t.Errorf("%s: verdict %+v", c.name, v)
 		}
 	}
 	q := TruthQuery{Address: addr, At: at(32), Answer: &WhoHad{Holders: []WhoHadHolder{holder("uid-b", true)}}}
 	tr.Judge(&q, windows)
-	if s := Summarize([]TruthQuery{q}, windows); s.Window() != "failover" || s.Outside != 0 || s.Uncertain != 1 {
+	if s := Summarize([]TruthQuery{q}); s.Window() != "failover" || s.Outside != 0 || s.Uniform.Uncertain != 1 {
 		t.Errorf("a query in an excused window: verdict %+v, summary %+v", q.Verdict, s)
 	}
-	// A query drawn outside the excused windows only counts there and in
-	// the wrong answers, not in the shares of the run.
+	// A query drawn in calm times only counts there and in the wrong
+	// answers, not in the shares of the run.
 	x := TruthQuery{Address: addr, At: at(37), Extra: true, Answer: &WhoHad{Holders: []WhoHadHolder{holder("uid-b", true)}}}
 	tr.Judge(&x, windows)
-	if s := Summarize([]TruthQuery{x}, windows); s.Queries != 0 || s.Judged != 0 || s.Uncertain != 0 || s.Outside != 1 || s.UncertainOutside != 1 || s.Extra != 1 {
+	if s := Summarize([]TruthQuery{x}); s.Uniform.Asked != 0 || s.Outside != 1 || s.UncertainOutside != 1 || s.Extra.Judged != 1 {
 		t.Errorf("an extra query outside the windows: verdict %+v, summary %+v", x.Verdict, s)
 	}
 	x = TruthQuery{Address: addr, At: at(25), Extra: true, Exit: WhoHadNobody, Answer: &WhoHad{}}
 	tr.Judge(&x, windows)
-	if s := Summarize([]TruthQuery{x}, windows); s.FalseCertain != 1 || s.Missed != 1 || s.Queries != 0 || s.Outside != 1 {
+	if s := Summarize([]TruthQuery{x}); s.FalseCertain != 1 || s.Missed != 1 || s.Uniform.Asked != 0 || s.Outside != 1 {
 		t.Errorf("a wrong extra query: verdict %+v, summary %+v", x.Verdict, s)
+	}
+	// A terminating pod whose address another pod got: its end may lie
+	// anywhere in its termination.
+	c := &TruthHold{Address: addr, Pod: "c", UID: "uid-c", From: at(50), Terminating: at(60), To: at(70),
+		FromBand: band(49.9, 50), TermBand: band(59.9, 60), ToBand: band(69.9, 70)}
+	d := &TruthHold{Address: addr, Pod: "d", UID: "uid-d", From: at(61), FromBand: band(60.9, 61)}
+	tr = truthOf(c, d)
+	tr.Resolve()
+	if !c.HandedOver || d.HandedOver {
+		t.Errorf("handed over: c %v, d %v", c.HandedOver, d.HandedOver)
+	}
+	q = TruthQuery{Address: addr, At: at(65), Answer: &WhoHad{Holders: []WhoHadHolder{holder("uid-d", false)}}}
+	tr.Judge(&q, nil)
+	if q.Verdict.Wrong() || !q.Verdict.Terminating {
+		t.Errorf("the new holder alone while the old one terminates: %+v", q.Verdict)
+	}
+	q = TruthQuery{Address: addr, At: at(65), Exit: WhoHadNobody, Answer: &WhoHad{}}
+	tr.Judge(&q, nil)
+	if len(q.Verdict.FalseCertain) != 1 {
+		t.Errorf("nobody while the new holder holds it: %+v", q.Verdict)
 	}
 }
 
@@ -94,30 +129,32 @@ func (s TruthSummary) Window() string {
 	return ""
 }
 
-func TestTruthTargetsAvoidBoundaries(t *testing.T) {
+func TestTruthTargets(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	band := func(lo, hi float64) Band { return Band{Lo: at(lo), Hi: at(hi)} }
 	tr := truthOf(
-		&TruthHold{Address: "10.250.1.3", UID: "a", From: at(0), Terminating: at(10), To: at(20)},
-		&TruthHold{Address: "10.250.1.3", UID: "b", From: at(30), To: at(31)},
-		&TruthHold{Address: "fd00:250:2::", UID: "c", From: at(5)},
+		&TruthHold{Address: "10.250.1.3", UID: "a", From: at(1), Terminating: at(10), To: at(20),
+			FromBand: band(0.8, 1), TermBand: band(9.9, 10), ToBand: band(19.5, 20)},
+		&TruthHold{Address: "10.250.1.3", UID: "b", From: at(30), To: at(31), FromBand: band(29.9, 30), ToBand: band(30.9, 31)},
+		&TruthHold{Address: "fd00:250:2::", UID: "c", From: at(5), FromBand: band(4.9, 5)},
 	)
 	qs := tr.Targets(at(0), at(60), newRand(1), 100)
 	kinds := map[string]int{}
 	for _, q := range qs {
 		kinds[q.Kind]++
-		for _, b := range tr.Boundaries(q.Address) {
-			if d := q.At.Sub(b); d < TruthTolerance && d > -TruthTolerance {
-				t.Errorf("%s at %v is %v from a boundary", q.Address, q.At, d)
+		if q.At.Before(at(0)) || q.At.After(at(60)) || q.At.Truncate(time.Millisecond) != q.At {
+			t.Errorf("%s at %v: outside the span or not a whole millisecond", q.Address, q.At)
+		}
+		if strings.HasPrefix(q.Kind, "just") {
+			tr.Judge(&q, nil)
+			if q.Verdict.InBand {
+				t.Errorf("%s %s at %v lies in a band", q.Kind, q.Address, q.At)
 			}
 		}
-		if q.At.Before(at(0)) || q.At.After(at(60)) || q.At.Truncate(time.Second) != q.At {
-			t.Errorf("%s at %v: outside the span or not a whole second", q.Address, q.At)
-		}
 	}
-	// a: during, terminating, after (up to b); b: too brief to aim into,
-	// after it; c: during.
-	if kinds["during a hold"] != 2 || kinds["during a termination"] != 1 || kinds["after a hold"] != 2 {
+	if kinds["during a hold"] != 3 || kinds["during a termination"] != 1 || kinds["after a hold"] != 2 ||
+		kinds["just before a start"] != 3 || kinds["just after an end"] != 2 || kinds["just before a termination"] != 1 {
 		t.Errorf("aimed queries by kind: %v", kinds)
 	}
 }
@@ -158,5 +195,49 @@ func TestReadTruthSeeds(t *testing.T) {
 	// The suite's own file parses.
 	if _, err := ReadTruthSeeds(filepath.Join("..", "testdata", "truth", "seeds.txt")); err != nil {
 		t.Error(err)
+	}
+}
+
+type passThrough struct{ n int }
+
+func (p *passThrough) RoundTrip(*http.Request) (*http.Response, error) {
+	p.n++
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+}
+
+func TestWatchExpiry(t *testing.T) {
+	next := &passThrough{}
+	w := &watchExpiry{next: next}
+	w.below.Store(100)
+	for _, c := range []struct {
+		url  string
+		want int
+	}{
+		{"/api/v1/pods?watch=true&resourceVersion=99", http.StatusGone},
+		{"/api/v1/namespaces/a/pods?watch=1&resourceVersion=5", http.StatusGone},
+		{"/api/v1/pods?watch=true&resourceVersion=100", http.StatusOK},
+		{"/api/v1/pods?watch=true&resourceVersion=5&sendInitialEvents=true", http.StatusOK},
+		{"/api/v1/pods?resourceVersion=5", http.StatusOK},
+		{"/api/v1/pods?watch=true&resourceVersion=0", http.StatusOK},
+	} {
+		req := httptest.NewRequest(http.MethodGet, c.url, nil)
+		resp, err := w.RoundTrip(req)
+		if err != nil || resp.StatusCode != c.want {
+			t.Errorf("%s: %v %v, want %d", c.url, resp.StatusCode, err, c.want)
+			continue
+		}
+		if c.want == http.StatusGone {
+			b, _ := io.ReadAll(resp.Body)
+			if !strings.Contains(string(b), `"reason":"Expired"`) || !strings.Contains(string(b), `"code":410`) {
+				t.Errorf("%s: body %s", c.url, b)
+			}
+		}
+	}
+	if got := len(w.expired); got != 2 || next.n != 4 {
+		t.Errorf("expired %d watches, passed %d requests on", got, next.n)
+	}
+	w.below.Store(0)
+	if resp, _ := w.RoundTrip(httptest.NewRequest(http.MethodGet, "/api/v1/pods?watch=true&resourceVersion=1", nil)); resp.StatusCode != http.StatusOK {
+		t.Errorf("with the expiry off: %d", resp.StatusCode)
 	}
 }

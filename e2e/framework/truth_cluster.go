@@ -192,6 +192,9 @@ type TruthRelays struct {
 	mu      sync.Mutex
 	// rearmed counts the lost answers whose IPHistory name is armed again.
 	rearmed int
+	// expiry answers watches from a compacted resourceVersion with 410
+	// Gone (ExpireWatches).
+	expiry *watchExpiry
 }
 
 // StartTruthRelays starts the relays in front of e.CP's API server. They
@@ -227,6 +230,9 @@ func (e *Env) StartTruthRelays(t testing.TB) *TruthRelays {
 		t.Fatal(err)
 	}
 	r := &TruthRelays{TCP: tcp, Write: write, Kubeconfig: kc}
+	if r.expiry, err = write.installWatchExpiry(); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range truthHistoryNames() {
 		write.LoseWrite(name, r.take)
 	}
@@ -291,6 +297,9 @@ type TruthReplica struct {
 	P *controlplane.Process
 	// History is whether it runs with the history on.
 	History bool
+	// Args and Env are what it was started with beyond the common flags
+	// (StartWith): a replacement gets the same.
+	Args, Env []string
 	// Name numbers the replicas in order of start: r1, r2, ...
 	Name string
 	// Leading is when the test saw it say it became the leader; zero until
@@ -327,17 +336,25 @@ func (e *Env) NewTruthReplicas(t testing.TB, kubeconfig, ns string) *TruthReplic
 // Start starts a replica, with the history on or off (--history-retention=0).
 func (r *TruthReplicas) Start(history bool) *TruthReplica {
 	r.t.Helper()
+	var extra []string
+	if !history {
+		extra = append(extra, "--history-retention=0")
+	}
+	return r.StartWith(history, nil, extra...)
+}
+
+// StartWith starts a replica with env added to its environment and extra
+// flags; history says whether they leave the history on.
+func (r *TruthReplicas) StartWith(history bool, env []string, extra ...string) *TruthReplica {
+	r.t.Helper()
 	args := []string{"--leader-elect", "--leader-elect-resource-namespace", r.ns,
 		"--leader-elect-lease-duration", r.Lease.String(), "--leader-elect-renew-deadline", r.Renew.String(),
 		"--leader-elect-retry-period", r.Retry.String()}
-	if !history {
-		args = append(args, "--history-retention=0")
-	}
-	p := r.env.StartControllerAs(r.t, r.kubeconfig, args...)
+	p := r.env.StartControllerEnv(r.t, env, append(append([]string{"--kubeconfig", r.kubeconfig}, args...), extra...)...)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.started++
-	rep := &TruthReplica{P: p, History: history, Name: fmt.Sprintf("r%d", r.started)}
+	rep := &TruthReplica{P: p, History: history, Name: fmt.Sprintf("r%d", r.started), Args: extra, Env: env}
 	r.all = append(r.all, rep)
 	return rep
 }
@@ -426,12 +443,12 @@ func (r *TruthReplicas) Supervise() []*TruthReplica {
 			r.LeaseLost++
 			r.mu.Unlock()
 			replaced = append(replaced, rep)
-			r.Start(rep.History)
+			r.StartWith(rep.History, rep.Env, rep.Args...)
 			continue
 		}
 		r.t.Errorf("replica %s exited on its own (%v):\n%s", rep.Name, rep.P.UnexpectedExit(), Tail(out, 30))
 		rep.P.ExpectExit(rep.P.ExitCode())
-		r.Start(rep.History)
+		r.StartWith(rep.History, rep.Env, rep.Args...)
 	}
 	return replaced
 }

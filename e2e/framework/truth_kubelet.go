@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -43,10 +44,13 @@ type TruthKubelet struct {
 	held  map[types.UID][]string
 	due   map[types.UID]time.Time
 	errs  []error
-	work  chan string // namespace/name
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	store cache.Store
+	// handover names the pods that are to get another pod's addresses
+	// (HandOver): by name, the UID whose addresses they get.
+	handover map[string]types.UID
+	work     chan string // namespace/name
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	store    cache.Store
 }
 
 // truthPool hands out a pod CIDR's addresses as kwok does: a freed one
@@ -83,7 +87,7 @@ func (p *truthPool) put(s string) {
 func (e *Env) startTruthKubelet(t testing.TB, n TruthNode, seed uint64) *TruthKubelet {
 	t.Helper()
 	k := &TruthKubelet{kube: e.CP.Kube, node: n, rng: rand.New(rand.NewPCG(seed, 7)),
-		held: map[types.UID][]string{}, due: map[types.UID]time.Time{}, work: make(chan string, 1024), stop: make(chan struct{})}
+		held: map[types.UID][]string{}, due: map[types.UID]time.Time{}, handover: map[string]types.UID{}, work: make(chan string, 1024), stop: make(chan struct{})}
 	for _, c := range n.PodCIDRs {
 		p := netip.MustParsePrefix(c)
 		k.pools = append(k.pools, &truthPool{prefix: p, next: p.Addr()})
@@ -218,6 +222,9 @@ func (k *TruthKubelet) deleted(obj any) {
 	}
 	k.mu.Lock()
 	for _, a := range k.held[pod.UID] {
+		if k.heldByAnother(a, pod.UID) {
+			continue // handed over while the pod terminated
+		}
 		for _, p := range k.pools {
 			p.put(a)
 		}
@@ -286,6 +293,11 @@ func (k *TruthKubelet) sync(key string) {
 		}
 		k.mu.Lock()
 		ips := k.held[pod.UID]
+		if from, ok := k.handover[pod.Name]; ok && ips == nil && len(k.held[from]) > 0 {
+			ips = append([]string(nil), k.held[from]...)
+			k.held[pod.UID] = ips
+			delete(k.handover, pod.Name)
+		}
 		if ips == nil {
 			for _, p := range k.pools {
 				a, ok := p.get(k.rng)
@@ -330,4 +342,94 @@ func (k *TruthKubelet) sync(key string) {
 			k.fail(fmt.Errorf("starting pod %s: %w", key, err))
 		}
 	}
+}
+
+// heldByAnother reports whether a pod other than uid holds addr. k.mu is
+// held.
+func (k *TruthKubelet) heldByAnother(addr string, uid types.UID) bool {
+	for other, ips := range k.held {
+		if other != uid && slices.Contains(ips, addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// HandOver makes the next pod named name that this kubelet starts get the
+// addresses of pod from, as a CNI that released them when from began
+// terminating would: both then hold them until from is gone.
+func (k *TruthKubelet) HandOver(from types.UID, name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.handover[name] = from
+}
+
+// Bounce moves pod ns/name, running on this node, to fresh addresses and,
+// once stay has passed (waited by wait), back to those it had: the same
+// pod, one UID, a -> b -> a. It returns both sets of addresses.
+func (k *TruthKubelet) Bounce(ctx context.Context, ns, name string, stay time.Duration, wait func(time.Duration)) (a, b []string, err error) {
+	pod, err := k.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	k.mu.Lock()
+	a = k.held[pod.UID]
+	if len(a) == 0 {
+		k.mu.Unlock()
+		return nil, nil, fmt.Errorf("pod %s/%s has no address of this kubelet's", ns, name)
+	}
+	for _, p := range k.pools {
+		addr, ok := p.get(k.rng)
+		if !ok {
+			for _, got := range b {
+				for _, p := range k.pools {
+					p.put(got)
+				}
+			}
+			k.mu.Unlock()
+			return nil, nil, fmt.Errorf("node %s has no free address to move pod %s to", k.node.Name, name)
+		}
+		b = append(b, addr.String())
+	}
+	// a stays reserved for the pod's return.
+	k.held[pod.UID] = b
+	k.mu.Unlock()
+	if err := k.setIPs(ctx, ns, name, pod.UID, b); err != nil {
+		return a, b, err
+	}
+	wait(stay)
+	k.mu.Lock()
+	k.held[pod.UID] = a
+	for _, got := range b {
+		for _, p := range k.pools {
+			p.put(got)
+		}
+	}
+	k.mu.Unlock()
+	return a, b, k.setIPs(ctx, ns, name, pod.UID, a)
+}
+
+// setIPs writes the pod's addresses to its status, as a kubelet whose
+// sandbox was made again would.
+func (k *TruthKubelet) setIPs(ctx context.Context, ns, name string, uid types.UID, ips []string) error {
+	var last error
+	for range 10 {
+		pod, err := k.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if pod.UID != uid {
+			return fmt.Errorf("pod %s/%s is another pod now", ns, name)
+		}
+		pod.Status.PodIP = ips[0]
+		pod.Status.PodIPs = nil
+		for _, ip := range ips {
+			pod.Status.PodIPs = append(pod.Status.PodIPs, corev1.PodIP{IP: ip})
+		}
+		_, last = k.kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		if last == nil || !apierrors.IsConflict(last) {
+			return last
+		}
+	}
+	return last
 }

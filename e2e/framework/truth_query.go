@@ -48,6 +48,10 @@ func HistoryName(addr string) string {
 	return n
 }
 
+// TruthTimeFormat is how a question's time is asked: RFC 3339 to the
+// millisecond.
+const TruthTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
 // WhoHad asks `kubectl-ptp who-had ADDR --at AT -o json` with kubeconfig,
 // retrying an API error (exit 3) a few times, and fills q's Exit, Answer
 // and Stderr. An answer that cannot be read is an error.
@@ -61,7 +65,7 @@ func (e *Env) WhoHad(ctx context.Context, kubeconfig string, q *TruthQuery) erro
 			case <-time.After(time.Duration(attempt) * 250 * time.Millisecond):
 			}
 		}
-		cmd := exec.CommandContext(ctx, e.PluginBin, "who-had", q.Address, "--at", q.At.UTC().Format(time.RFC3339), "-o", "json", "--kubeconfig", kubeconfig)
+		cmd := exec.CommandContext(ctx, e.PluginBin, "who-had", q.Address, "--at", q.At.UTC().Format(TruthTimeFormat), "-o", "json", "--kubeconfig", kubeconfig)
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		err := cmd.Run()
