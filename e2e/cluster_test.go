@@ -862,7 +862,7 @@ spec:
 				t.Errorf("%s hold of %s: recorded the end seen at %v, observed %v", addr, w.pod, g.To, w.end)
 			case w.terminated.IsZero() && (endedAfter.After(w.end) || g.To.Time.Sub(endedAfter) > maxBand):
 				t.Errorf("%s hold of %s: recorded an end between %v and %v; observed it end at %v, not terminating", addr, w.pod, endedAfter, g.To, w.end)
-			case !w.terminated.IsZero() && (endedAfter.After(w.terminated) || !near(endedAfter.Add(maxBand), w.terminated)):
+			case !w.terminated.IsZero() && (endedAfter.After(w.terminated) || w.terminated.Sub(endedAfter) > maxBand):
 				t.Errorf("%s hold of %s: recorded an end after %v; observed its termination begin at %v", addr, w.pod, endedAfter, w.terminated)
 			}
 		}

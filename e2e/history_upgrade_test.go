@@ -60,8 +60,19 @@ func TestHistoryUpgradeFromWholeSeconds(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	env.DeletePod(t, ns, "gone", true)
 	gone := env.WaitHistory(t, "10.244.83.1", "gone's hold closed, by the previous build", func(h *framework.History) bool { _, ok := closedHold(h, "gone"); return ok })
+	// Between the intervals of its start and its end, it is certain.
 	g, _ := closedHold(gone, "gone")
-	during := g.From.Add(g.To.Sub(g.From.Time) / 2).UTC().Format(time.RFC3339)
+	certainFrom, certainTo := g.From.Time, g.To.Time
+	if g.StartedBefore != nil {
+		certainFrom = g.StartedBefore.Time
+	}
+	if g.EndedAfter != nil {
+		certainTo = g.EndedAfter.Time
+	}
+	if !certainFrom.Before(certainTo) {
+		t.Fatalf("gone's hold by the previous build = %+v: no time where it is certain", g)
+	}
+	during := certainFrom.Add(certainTo.Sub(certainFrom) / 2).UTC().Format(time.RFC3339Nano)
 	whoHad := func() (string, string, int, bool) {
 		out, errOut, code := env.KubectlPTP(t, "who-had", "10.244.83.1", "--at", during, "-o", "json")
 		var res struct {

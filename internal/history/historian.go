@@ -78,6 +78,8 @@ type Historian struct {
 	// offsetOff is set while the offset exceeds maxOffset, for one event
 	// a spell.
 	offsetOff bool
+	// lastLate is the latest late() returned, in Unix nanoseconds.
+	lastLate atomic.Int64
 	// active is set while the workers run (on the leader): the handlers
 	// queue nothing before, activation lists what changed meanwhile.
 	active atomic.Bool
@@ -290,9 +292,22 @@ func (h *Historian) skew() time.Duration {
 // and the last time the view was proven (early) no later, than the
 // server's clock says, so that no time is stated more precisely than the
 // clocks agree.
+//
+// late never goes back: the offset's bound narrows as samples come in, and
+// a change seen after another must not be recorded as seen before it (a
+// brief hold would end before it started).
 func (h *Historian) late() time.Time {
 	_, hi := h.offset()
-	return h.now().Add(hi)
+	t := h.now().Add(hi).UnixNano()
+	for {
+		last := h.lastLate.Load()
+		if t <= last {
+			return time.Unix(0, last).In(time.UTC)
+		}
+		if h.lastLate.CompareAndSwap(last, t) {
+			return time.Unix(0, t).In(time.UTC)
+		}
+	}
 }
 
 func (h *Historian) early() time.Time {

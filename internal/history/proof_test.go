@@ -500,3 +500,30 @@ func TestHistoryWidensByTheClockOffset(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryBriefHoldWhileTheOffsetNarrows checks a pod seen to get an
+// address and let go of it 100 ms later, while the bound of the clock's
+// offset narrows in between (a sample came in): the end is still recorded
+// after the start, and the brief hold written.
+func TestHistoryBriefHoldWhileTheOffsetNarrows(t *testing.T) {
+	f := newHistoryFixture(t)
+	start := f.now
+	f.h.clock = clock.New(func() time.Time { return f.now })
+	f.h.clock.Observe(start.Truncate(time.Second), start.Add(-500*time.Millisecond), start) // offset in [-0.5 s, +0.5 s]
+	p := f.onPodAdd(testPod(func(p *corev1.Pod) {
+		p.ResourceVersion = "11"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	}))
+	f.now = start.Add(100 * time.Millisecond)
+	f.h.clock.Observe(start.Truncate(time.Second), f.now.Add(-10*time.Millisecond), f.now) // narrower: upper bound +0.01 s
+	f.onPodDelete(podinfo.Of(testPod(func(p *corev1.Pod) {
+		p.ResourceVersion = "12"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.244.0.5"}}
+	})))
+	_ = p
+	f.sync("10.244.0.5")
+	h := f.cached("10.244.0.5")
+	if h == nil || len(h.Holders) != 1 || h.Holders[0].To == nil {
+		t.Fatalf("IPHistory = %+v, want the brief hold, closed", h)
+	}
+}
