@@ -91,8 +91,13 @@ func TestKubectlPtpCheck(t *testing.T) {
 	})
 	for _, want := range []string{
 		"ok    forged-create", "is refused by the policy podtoip-controller (dry run, nothing written)",
-		"ok    forged-edit", "changing the podAddress of PodToIp " + ns + "/checked-0",
-		"ok    forged-history", "ok    leader", "ok    history/all", "on for all namespaces",
+		"ok    forged-edit", "changing each answer field (podName, podUID, podAddress, podIPs, podIPv4, podIPv6, nodeName, hostNetwork, terminating, conflict, conflictsWith) of PodToIp " + ns + "/checked-0",
+		"ok    forged-finalizer", "adding a finalizer to PodToIp " + ns + "/checked-0",
+		"ok    forged-metadata", "adding a 5000-byte annotation to PodToIp " + ns + "/checked-0",
+		"ok    forged-history",
+		"ok    forged-coverage", "creating IPHistoryCoverage namespace.kubectl-ptp-check-forged, changing and deleting all",
+		"ok    namespace", "namespace podtoip-system holds only the controller's ServiceAccount and pods",
+		"ok    leader", "ok    history/all", "on for all namespaces",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl ptp check does not say %q:\n%s", want, out)
@@ -107,7 +112,7 @@ func TestKubectlPtpCheck(t *testing.T) {
 		return code == 5 && strings.Contains(out, "fail  forged-create ")
 	})
 	if !strings.Contains(out, "fail  binding/podtoip-controller ") ||
-		!strings.Contains(out, "ValidatingAdmissionPolicyBinding podtoip-controller is missing: the policy podtoip-controller is not enforced") ||
+		!strings.Contains(out, "no ValidatingAdmissionPolicyBinding labelled podtoip.example.com/policy=podtoip-controller binds ValidatingAdmissionPolicy podtoip-controller: it is not enforced") ||
 		!strings.Contains(out, "kubectl apply -k artifacts/") || !strings.Contains(out, "ok    binding/podtoip-controller-history ") {
 		t.Errorf("without the binding, check does not name it and say how to restore it:\n%s", out)
 	}

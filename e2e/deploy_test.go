@@ -64,10 +64,13 @@ func TestDeployManifests(t *testing.T) {
 }
 
 // renderChart renders the Helm chart with its default values, as `helm
-// template` does, with Helm's own packages (hack/release), and returns the
-// file it wrote them to.
+// template -n podtoip-system` does, with Helm's own packages
+// (hack/release), and returns the file it wrote them to. The Namespace is
+// rendered too (createNamespace), as kubectl apply -f needs it, where helm
+// install would make it.
 func renderChart(t *testing.T) string {
-	return renderRelease(t, "./chart", "render", "-chart", filepath.Join(cp.Root, "charts", "podtoip-controller"))
+	return renderRelease(t, "./chart", "render", "-chart", filepath.Join(cp.Root, "charts", "podtoip-controller"),
+		"-namespace", framework.DeployNamespace, "-set", "createNamespace=true")
 }
 
 // renderRelease runs the program pkg of hack/release with args, and
@@ -159,10 +162,11 @@ func testDeploy(t *testing.T, manifests []string) {
 			// token and permission.
 			{[]string{"create"}, "tokenreviews.authentication.k8s.io", "", nil},
 			{[]string{"create"}, "subjectaccessreviews.authorization.k8s.io", "", nil},
-			// Whether its admission policies are in force: a watch of each
-			// by name (a metadata.name field selector).
-			{[]string{"list", "watch"}, "validatingadmissionpolicies.admissionregistration.k8s.io", "", policyNames},
-			{[]string{"list", "watch"}, "validatingadmissionpolicybindings.admissionregistration.k8s.io", "", policyNames},
+			// Whether its admission policies are in force: a watch of the
+			// policies and bindings by their label, whatever an overlay
+			// names them, which resourceNames cannot limit.
+			{[]string{"list", "watch"}, "validatingadmissionpolicies.admissionregistration.k8s.io", "", nil},
+			{[]string{"list", "watch"}, "validatingadmissionpolicybindings.admissionregistration.k8s.io", "", nil},
 		}
 		want := func(verb, resource, ns, name string) bool {
 			for _, g := range allowed {

@@ -1,10 +1,17 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,6 +85,24 @@ func TestMetricsFloodLeavesWritesAlone(t *testing.T) {
 		}
 	}
 
+	// rotated scrapes with a token made now, as a scraper's is after a
+	// rotation (never admitted before), from another address than the
+	// flood's, as Prometheus's pod is: it must be answered within a
+	// scrape's timeout, inside one scrape interval.
+	var rotations []time.Duration
+	rotated := func(when string) {
+		t.Helper()
+		fresh := saToken(t, cp, ns, "scraper")
+		start := time.Now()
+		code, body, err := getFromWithin(t.Context(), url, fresh, scraperAddr, scrapeTimeout)
+		took := time.Since(start)
+		rotations = append(rotations, took)
+		if err != nil || code != http.StatusOK || !strings.Contains(body, "podtoip_controller_mirrors") {
+			t.Errorf("first scrape with a newly rotated token %s: %d %.200q %v after %v, want 200 within %v (one scrape's timeout, inside the %v interval)",
+				when, code, body, err, took.Round(time.Millisecond), scrapeTimeout, scrapeInterval)
+		}
+	}
+
 	fleet := suite.NewFleet(ns, 1)
 	var quiet, flooded []time.Duration
 	for round := range 4 {
@@ -95,6 +120,7 @@ func TestMetricsFloodLeavesWritesAlone(t *testing.T) {
 				t.Fatalf("the flood sent %d requests in 30 s", flood.Sent())
 			}
 			scrape("as the flood starts")
+			rotated("as the flood starts")
 		}
 		start := time.Now()
 		fleet.Populate(t, podsPerRound)
@@ -107,6 +133,7 @@ func TestMetricsFloodLeavesWritesAlone(t *testing.T) {
 				scrape("during the flood")
 				framework.Hold(t, time.Second)
 			}
+			rotated("during the flood")
 			codes := flood.Stop()
 			t.Logf("round %d, flooded: %d mirrors in %v; the flood's answers: %s", round, podsPerRound, took.Round(time.Millisecond), framework.FormatCodes(codes))
 			flooded = append(flooded, took)
@@ -129,9 +156,105 @@ func TestMetricsFloodLeavesWritesAlone(t *testing.T) {
 	}
 	ratio := float64(f) / float64(q)
 	t.Logf("mirrors of %d pods: quiet %v, flooded %v; flooded/quiet = %.2f", podsPerRound, quiet, flooded, ratio)
+	t.Logf("valid scrapes during the floods: %d; first scrapes with a newly rotated token took %v (each must answer 200)", scrapes, rotations)
 	if ratio > maxRatio {
 		t.Errorf("the flood slowed the mirrors' writes %.1f times (quiet %v, flooded %v), want at most %.0f: reviews of the flood's tokens spend the writers' budget",
 			ratio, quiet, flooded, maxRatio)
+	}
+}
+
+// How a Prometheus scrapes: every scrapeInterval (the ServiceMonitor's),
+// each scrape given up after scrapeTimeout (Prometheus's default).
+const (
+	scrapeInterval = 30 * time.Second
+	scrapeTimeout  = 10 * time.Second
+)
+
+// scraperAddr is the local address the rotated scraper connects from:
+// another than the flood's (127.0.0.1), as Prometheus's pod is another
+// than a flooding pod. Linux answers for all of 127.0.0.0/8 on loopback.
+const scraperAddr = "127.0.0.2"
+
+// getFromWithin is framework.GetAsWithin with the connection made from
+// the local address local.
+func getFromWithin(ctx context.Context, url, token, local string, within time.Duration) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: dialer.DialContext,
+		// The controller's certificate is self-signed.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// TestMetricsIdleConnectionsAreCapped opens many kept-alive connections
+// to the secure metrics endpoint, each left idle after one authorized
+// scrape, as a caller in a permitted namespace could to hold the
+// controller's memory, and checks that the controller closes the ones
+// idle the longest once it holds its cap, and still answers a scraper.
+func TestMetricsIdleConnectionsAreCapped(t *testing.T) {
+	const (
+		opened = 150
+		// The listener's cap (internal/serving maxConnections).
+		maxHeld = 64
+	)
+	ns := suite.NewNamespace(t)
+	p := suite.StartController(t, "--namespace", ns, "--metrics-secure=true", "--history-retention=0")
+	framework.WaitReady(t, p)
+	url := framework.Endpoint(t, p, "metrics") + "/metrics"
+	token := metricsReaderToken(t, ns, url)
+	host := strings.TrimPrefix(strings.TrimSuffix(url, "/metrics"), "https://")
+
+	var closed atomic.Int32
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := range opened {
+		c, err := tls.Dial("tcp", host, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", host, token)
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("connection %d: %s, want 200", i, resp.Status)
+		}
+		// Idle now; the read ends when the controller closes it.
+		wg.Go(func() {
+			if _, err := r.ReadByte(); err != nil {
+				closed.Add(1)
+			}
+			c.Close()
+		})
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return int(closed.Load()) >= opened-maxHeld, nil
+	}); err != nil {
+		t.Fatalf("the controller closed %d of %d idle connections, want at least %d: it holds more than %d open", closed.Load(), opened, opened-maxHeld, maxHeld)
+	}
+	t.Logf("%d idle connections opened, %d closed by the controller, at most %d held", opened, closed.Load(), maxHeld)
+	if code, body, err := framework.GetAsWithin(t.Context(), url, token, scrapeTimeout); err != nil || code != http.StatusOK {
+		t.Errorf("a scrape with %d connections opened: %d %.200q %v, want 200", opened, code, body, err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,6 +41,14 @@ type installation struct {
 	deployment *appsv1.Deployment
 	coverages  []*unstructured.Unstructured
 	mirrors    []*unstructured.Unstructured
+	// accepts, when set, says which dry-run updates of a PodToIp the
+	// policy lets through (given the object before and after).
+	accepts func(before, after *unstructured.Unstructured) bool
+	// prefix is the policies' names' prefix, as a namePrefix overlay gives
+	// them; the API server's refusals name the renamed policies.
+	prefix string
+	// inNamespace are the controller's namespace and what it holds.
+	inNamespace []runtime.Object
 	// enforced is whether the API server refuses forged writes by the
 	// policy; rbac, whether RBAC refuses them before.
 	enforced, rbac bool
@@ -72,6 +82,13 @@ func newInstallation() *installation {
 			RenewTime: &metav1.MicroTime{Time: testNow.Add(-3 * time.Second)}}}
 	in.deployment = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: controllerName, Namespace: defaultControllerNamespace},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)}, Status: appsv1.DeploymentStatus{AvailableReplicas: 2}}
+	ns := defaultControllerNamespace
+	in.inNamespace = []runtime.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: controllerName, Namespace: ns}},
+		controllerPod("podtoip-controller-7d9f8b-abcde"),
+	}
 	in.coverages = append(in.coverages, coverageObject("all", "", testNow.Add(-time.Hour), testNow.Add(-2*time.Second)))
 	in.mirrors = append(in.mirrors, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "example.com/v1", "kind": "PodToIp",
@@ -80,6 +97,16 @@ func newInstallation() *installation {
 		"podName": "web-0", "podUID": "0badc0de-0000-4000-8000-000000000001", "podAddress": "10.244.1.7",
 	}})
 	return in
+}
+
+// controllerPod is a replica of the controller's Deployment, as its
+// ReplicaSet makes them.
+func controllerPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: defaultControllerNamespace, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "podtoip-controller-7d9f8b", UID: "1", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{ServiceAccountName: controllerName},
+	}
 }
 
 func crdObject(name, established string, served bool, fields, selectable []string) *unstructured.Unstructured {
@@ -134,6 +161,7 @@ func (in *installation) checker() *checker {
 	for _, b := range in.bindings {
 		typed = append(typed, b)
 	}
+	typed = append(typed, in.inNamespace...)
 	if in.lease != nil {
 		typed = append(typed, in.lease)
 	}
@@ -163,17 +191,27 @@ func (in *installation) checker() *checker {
 				dryRun = slices.Equal(a.CreateOptions.DryRun, []string{metav1.DryRunAll})
 			case clienttesting.UpdateActionImpl:
 				dryRun = slices.Equal(a.UpdateOptions.DryRun, []string{metav1.DryRunAll})
+			case clienttesting.DeleteActionImpl:
+				dryRun = slices.Equal(a.DeleteOptions.DryRun, []string{metav1.DryRunAll})
 			}
 			if !dryRun {
 				// Fails the check, and so the test.
 				return true, nil, errors.New("a write without dryRun=All")
+			}
+			if u, ok := a.(clienttesting.UpdateActionImpl); ok && in.accepts != nil && resource == "podtoips" {
+				after := u.Object.(*unstructured.Unstructured)
+				for _, m := range in.mirrors {
+					if m.GetName() == after.GetName() && in.accepts(m, after) {
+						return true, after, nil
+					}
+				}
 			}
 			switch {
 			case in.rbac:
 				return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "example.com", Resource: resource}, "",
 					errors.New(`User "`+in.user+`" cannot `+verb+` resource "`+resource+`" in API group "example.com"`))
 			case in.enforced:
-				return true, nil, policyRefusal(policy, resource, "x")
+				return true, nil, policyRefusal(in.prefix+policy, resource, "x")
 			}
 			return true, nil, nil // accepted; a dry run stores nothing
 		})
@@ -181,6 +219,9 @@ func (in *installation) checker() *checker {
 	refuse("create", "podtoips", mirrorPolicy)
 	refuse("update", "podtoips", mirrorPolicy)
 	refuse("create", "iphistories", historyPolicy)
+	for _, verb := range []string{"create", "update", "delete"} {
+		refuse(verb, "iphistorycoverages", historyPolicy)
+	}
 	return &checker{kube: kube, dyn: dyn, namespace: "default", controllerNamespace: defaultControllerNamespace, now: func() time.Time { return testNow }}
 }
 
@@ -212,8 +253,12 @@ ok    binding/podtoip-controller          binds podtoip-controller with Deny, on
 ok    policy/podtoip-controller-history   as this version ships it: failurePolicy Fail, its matchConstraints and every validation, exempting system:serviceaccount:podtoip-system:podtoip-controller alone
 ok    binding/podtoip-controller-history  binds podtoip-controller-history with Deny, on every object it matches
 ok    forged-create                       creating PodToIp default/kubectl-ptp-check-forged as kubernetes-admin is refused by the policy podtoip-controller (dry run, nothing written)
-ok    forged-edit                         changing the podAddress of PodToIp shop/web-0 as kubernetes-admin is refused by the policy podtoip-controller (dry run, nothing written)
+ok    forged-edit                         changing each answer field (podName, podUID, podAddress, podIPs, podIPv4, podIPv6, nodeName, hostNetwork, terminating, conflict, conflictsWith) of PodToIp shop/web-0 as kubernetes-admin is refused by the policy podtoip-controller (dry runs, nothing written)
+ok    forged-finalizer                    adding a finalizer to PodToIp shop/web-0 as kubernetes-admin is refused by the policy podtoip-controller (dry runs, nothing written)
+ok    forged-metadata                     adding a 5000-byte annotation to PodToIp shop/web-0 (past the 4096 bytes of labels and annotations) as kubernetes-admin is refused by the policy podtoip-controller (dry runs, nothing written)
 ok    forged-history                      creating IPHistory 192.0.2.1 as kubernetes-admin is refused by the policy podtoip-controller-history (dry run, nothing written)
+ok    forged-coverage                     creating IPHistoryCoverage namespace.kubectl-ptp-check-forged, changing and deleting all as kubernetes-admin is refused by the policy podtoip-controller-history (dry run, nothing written)
+ok    namespace                           namespace podtoip-system holds only the controller's ServiceAccount and pods
 ok    leader                              node-1_abc leads: renewed Lease podtoip-system/podtoip-controller 3s ago (lease duration 15s)
 ok    deployment                          2 of 2 replicas of Deployment podtoip-system/podtoip-controller available
 ok    history/all                         on for all namespaces: retention 24h0m0s, covered until 2026-05-01T15:59:58Z (2s ago), from 2026-05-01T15:00:00Z in 1 interval(s), written by node-1_abc
@@ -234,16 +279,16 @@ func TestCheckBindingRemoved(t *testing.T) {
 	in.bindings, in.enforced = in.bindings[1:], false
 	results, got := in.run(t)
 	b := got["binding/podtoip-controller"]
-	if b.Status != statusFail || !strings.Contains(b.Detail, "ValidatingAdmissionPolicyBinding podtoip-controller is missing") || !strings.Contains(b.Detail, policyHint) {
+	if b.Status != statusFail || !strings.Contains(b.Detail, "no ValidatingAdmissionPolicyBinding labelled podtoip.example.com/policy=podtoip-controller binds ValidatingAdmissionPolicy podtoip-controller") || !strings.Contains(b.Detail, policyHint) {
 		t.Errorf("binding line: %+v", b)
 	}
-	for _, name := range []string{"forged-create", "forged-edit", "forged-history"} {
+	for _, name := range []string{"forged-create", "forged-edit", "forged-finalizer", "forged-metadata", "forged-history", "forged-coverage"} {
 		if r := got[name]; r.Status != statusFail || !strings.Contains(r.Detail, "was accepted (dry run, nothing written)") {
 			t.Errorf("%s: %+v", name, r)
 		}
 	}
 	err := checkVerdict(results)
-	if exitCode(err) != exitCheckFailed || !strings.HasPrefix(err.Error(), "4 of 13 checks failed: binding/podtoip-controller, forged-create") {
+	if exitCode(err) != exitCheckFailed || !strings.HasPrefix(err.Error(), "7 of 17 checks failed: binding/podtoip-controller, forged-create, forged-edit, forged-finalizer, forged-metadata, forged-history, forged-coverage") {
 		t.Errorf("verdict %v, exit %d; want exit 5 naming the failed checks", err, exitCode(err))
 	}
 }
@@ -303,6 +348,159 @@ func TestCheckNamespaceMissing(t *testing.T) {
 	}
 }
 
+// TestCheckForgedEditOfEachAnswerField: forged-edit changes every answer
+// field, each to a value the CRD's schema accepts (conflict and
+// conflictsWith together, as its rule wants), and fails naming the field
+// whose change the policy lets through, as it would had one been left out
+// of the policy; the finalizer and the metadata probes likewise.
+func TestCheckForgedEditOfEachAnswerField(t *testing.T) {
+	for _, conflict := range []bool{false, true} {
+		m := newInstallation().mirrors[0]
+		if conflict {
+			_ = unstructured.SetNestedField(m.Object, true, "conflict")
+			_ = unstructured.SetNestedStringSlice(m.Object, []string{"Pod shop/web-1"}, "conflictsWith")
+		}
+		for _, f := range access.AnswerFields {
+			change := forgedFieldEdits(f, m)
+			if change == nil {
+				t.Errorf("no forged edit of the answer field %s: add one to forgedFieldEdits", f)
+				continue
+			}
+			u := m.DeepCopy()
+			change(u)
+			before, _, _ := unstructured.NestedFieldCopy(m.Object, f)
+			after, _, _ := unstructured.NestedFieldCopy(u.Object, f)
+			if reflect.DeepEqual(before, after) {
+				t.Errorf("conflict %v: the forged edit of %s leaves it %v", conflict, f, after)
+			}
+			c, _, _ := unstructured.NestedBool(u.Object, "conflict")
+			with, _, _ := unstructured.NestedStringSlice(u.Object, "conflictsWith")
+			if c != (len(with) > 0) {
+				t.Errorf("conflict %v: the forged edit of %s breaks the CRD's rule: conflict %v, conflictsWith %v", conflict, f, c, with)
+			}
+		}
+	}
+
+	for _, tc := range []struct {
+		check, want string
+		accepts     func(before, after *unstructured.Unstructured) bool
+	}{
+		{"forged-edit", "the change of terminating was accepted", func(b, a *unstructured.Unstructured) bool {
+			bt, _, _ := unstructured.NestedBool(b.Object, "terminating")
+			at, _, _ := unstructured.NestedBool(a.Object, "terminating")
+			return bt != at
+		}},
+		{"forged-finalizer", "the change of a finalizer was accepted", func(b, a *unstructured.Unstructured) bool {
+			return len(a.GetFinalizers()) > len(b.GetFinalizers())
+		}},
+		{"forged-metadata", "the change of an annotation was accepted", func(b, a *unstructured.Unstructured) bool {
+			return len(a.GetAnnotations()) > len(b.GetAnnotations())
+		}},
+	} {
+		in := newInstallation()
+		in.accepts = tc.accepts
+		results, got := in.run(t)
+		if r := got[tc.check]; r.Status != statusFail || !strings.Contains(r.Detail, tc.want) {
+			t.Errorf("%s: %+v; want a failure saying %q", tc.check, r, tc.want)
+		}
+		for _, r := range results {
+			if strings.HasPrefix(r.Check, "forged-") && r.Check != tc.check && r.Status != statusOK {
+				t.Errorf("with only %s let through, %s: %+v", tc.check, r.Check, r)
+			}
+		}
+	}
+}
+
+// TestCheckNamespace: the controller's namespace missing, or holding
+// ServiceAccounts or pods other than the controller's, is a warning
+// naming them, since whoever controls them may act as the controller.
+func TestCheckNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		edit   func(*installation)
+		status string
+		detail string
+	}{
+		{"as installed", func(*installation) {}, statusOK, "holds only the controller's ServiceAccount and pods"},
+		{"missing", func(in *installation) { in.inNamespace = nil }, statusWarn,
+			"namespace podtoip-system does not exist, yet the admission policies exempt system:serviceaccount:podtoip-system:podtoip-controller"},
+		{"another ServiceAccount", func(in *installation) {
+			in.inNamespace = append(in.inNamespace, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "ci-bot", Namespace: defaultControllerNamespace}})
+		}, statusWarn, "holds ServiceAccount ci-bot beside the controller's"},
+		{"another pod", func(in *installation) {
+			in.inNamespace = append(in.inNamespace, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug", Namespace: defaultControllerNamespace}})
+		}, statusWarn, "holds pod debug (ServiceAccount default) beside the controller's"},
+		{"a pod as the controller, not its Deployment's", func(in *installation) {
+			in.inNamespace = append(in.inNamespace, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "impostor", Namespace: defaultControllerNamespace},
+				Spec: corev1.PodSpec{ServiceAccountName: controllerName}})
+		}, statusWarn, "holds pod impostor (ServiceAccount podtoip-controller)"},
+	} {
+		in := newInstallation()
+		tc.edit(in)
+		results, got := in.run(t)
+		if r := got["namespace"]; r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
+			t.Errorf("%s: %+v; want %s with %q", tc.name, r, tc.status, tc.detail)
+		}
+		if err := checkVerdict(results); tc.status == statusWarn && err != nil {
+			t.Errorf("%s: a warning fails the verdict: %v", tc.name, err)
+		}
+	}
+}
+
+// TestCheckRenamedPolicies: policies and bindings renamed by a namePrefix
+// overlay are found by their label, judged as the shipped ones exempting
+// the renamed ServiceAccount (--controller-name), and the forged writes
+// are matched to the refusals of the renamed policies; the renamed
+// Deployment and ServiceAccount are the controller's.
+func TestCheckRenamedPolicies(t *testing.T) {
+	in := newInstallation()
+	in.prefix = "team-"
+	for _, p := range in.policies {
+		p.Name = "team-" + p.Name
+		// The overlay's controller-identity transformer exempts the
+		// renamed ServiceAccount.
+		c := &p.Spec.MatchConditions[0]
+		c.Expression = strings.Replace(c.Expression, `"podtoip-controller"`, `"team-podtoip-controller"`, 1)
+	}
+	for _, b := range in.bindings {
+		b.Name, b.Spec.PolicyName = "team-"+b.Name, "team-"+b.Spec.PolicyName
+	}
+	in.deployment.Name = "team-podtoip-controller"
+	ns := defaultControllerNamespace
+	in.inNamespace = []runtime.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "team-podtoip-controller", Namespace: ns}},
+	}
+	c := in.checker()
+	c.name = "team-podtoip-controller"
+	results, err := c.run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]checkResult{}
+	for _, r := range results {
+		got[r.Check] = r
+	}
+	if err := checkVerdict(results); err != nil {
+		t.Errorf("renamed policies: %v\n%+v", err, results)
+	}
+	if r := got["policy/podtoip-controller"]; !strings.Contains(r.Detail, "named team-podtoip-controller") {
+		t.Errorf("policy line: %+v, want it naming the live policy", r)
+	}
+	if r := got["forged-history"]; !strings.Contains(r.Detail, "refused by the policy team-podtoip-controller-history") {
+		t.Errorf("forged-history line: %+v, want the renamed policy's refusal", r)
+	}
+	for check, want := range map[string]string{
+		"policy/podtoip-controller": "exempting system:serviceaccount:podtoip-system:team-podtoip-controller alone",
+		"deployment":                "2 of 2 replicas of Deployment podtoip-system/team-podtoip-controller available",
+		"namespace":                 "holds only the controller's ServiceAccount and pods",
+	} {
+		if r := got[check]; r.Status != statusOK || !strings.Contains(r.Detail, want) {
+			t.Errorf("%s: %+v, want ok saying %q", check, r, want)
+		}
+	}
+}
+
 func TestCheckPolicyAndBinding(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -312,9 +510,9 @@ func TestCheckPolicyAndBinding(t *testing.T) {
 		detail string
 	}{
 		{"policy missing", func(in *installation) { in.policies = in.policies[:1] }, "policy/podtoip-controller-history", statusFail,
-			"ValidatingAdmissionPolicy podtoip-controller-history does not exist: restore it: kubectl apply -k artifacts/ (or your overlay of it)"},
+			"no ValidatingAdmissionPolicy labelled podtoip.example.com/policy=podtoip-controller-history: the policy podtoip-controller-history is missing; restore it: kubectl apply -k artifacts/ (or your overlay of it)"},
 		{"fails open", func(in *installation) { in.policies[0].Spec.FailurePolicy = ptr.To(admissionv1.Ignore) }, "policy/podtoip-controller", statusFail, "failurePolicy is Ignore"},
-		{"binds another policy", func(in *installation) { in.bindings[0].Spec.PolicyName = "other" }, "binding/podtoip-controller", statusFail, `spec.policyName is "other"`},
+		{"binds another policy", func(in *installation) { in.bindings[0].Spec.PolicyName = "other" }, "binding/podtoip-controller", statusFail, `ValidatingAdmissionPolicyBinding podtoip-controller binds "other", not podtoip-controller`},
 		{"warns only", func(in *installation) {
 			in.bindings[0].Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Warn, admissionv1.Audit}
 		}, "binding/podtoip-controller", statusFail, "lack Deny"},

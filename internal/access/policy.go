@@ -1,15 +1,18 @@
 package access
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
@@ -19,25 +22,35 @@ import (
 
 // The admission policies of artifacts/policy.yaml, each bound under its
 // own name: one keeps everyone but the controller from writing the
-// mirrors' answers, the other from writing the history.
+// mirrors' answers, the other from writing the history. These are the
+// shipped names; an overlay may rename them (namePrefix:), so the live
+// objects are found by PolicyLabel, whose value is the shipped name.
 var policyNames = []string{"podtoip-controller", "podtoip-controller-history"}
 
+// PolicyLabel marks each shipped policy and binding with the shipped
+// policy's name, which kustomize's name transformers leave alone: a
+// namePrefix overlay renames the objects (and the bindings' policyName),
+// not their labels.
+const PolicyLabel = "podtoip.example.com/policy"
+
 // Policy follows whether the admission policies are in force: each policy
-// and its binding exist and are as strong as the ones this version ships
-// (artifacts/policy.yaml, built in; PolicyWeakenings and
-// BindingWeakenings, the comparison `kubectl ptp check` makes too).
-// Nothing else shows it: without them, or with a validation removed or
-// the binding narrowed, the writes they no longer refuse are admitted and
-// nothing fails; and the controller trusts the mirrors it has not written
-// since it started only while they are in force. It watches the four objects by name (a list and watch each, with
-// a metadata.name field selector, which RBAC's resourceNames can limit),
-// so it knows at once when one is deleted, and an absent policy costs no
-// request at all once watched. Until its watches have synced, or when it
-// may not read them, it counts the policies as not in force, since that
-// proves nothing.
+// and a binding of it exist and are as strong as the ones this version
+// ships (artifacts/policy.yaml, built in; InForce, the comparison
+// `kubectl ptp check` makes too). Nothing else shows it: without them, or
+// with a validation removed or the binding narrowed, the writes they no
+// longer refuse are admitted and nothing fails; and the controller trusts
+// the mirrors it has not written since it started only while they are in
+// force. It watches the policies and bindings labelled PolicyLabel (a
+// list and watch of each kind, with a label selector), whatever they are
+// named, so it knows at once when one is deleted or renamed. Until its
+// watches have synced, or when it may not read them, it counts the
+// policies as not in force, since that proves nothing.
 type Policy struct {
-	sources []policySource
-	bound   atomic.Bool
+	factory  informers.SharedInformerFactory
+	policies admissionlisters.ValidatingAdmissionPolicyLister
+	bindings admissionlisters.ValidatingAdmissionPolicyBindingLister
+	synced   []cache.InformerSynced
+	bound    atomic.Bool
 	// shipped are the policies built in; shippedErr says why not (a
 	// broken build), and keeps the policies counted as not in force.
 	shipped    map[string]Shipped
@@ -46,15 +59,6 @@ type Policy struct {
 	mu     sync.Mutex
 	was    string // the last reason logged; "" for in force
 	logger klog.Logger
-}
-
-// policySource is the cache of one policy and its binding, both named name.
-type policySource struct {
-	name     string
-	factory  informers.SharedInformerFactory
-	policies admissionlisters.ValidatingAdmissionPolicyLister
-	bindings admissionlisters.ValidatingAdmissionPolicyBindingLister
-	synced   []cache.InformerSynced
 }
 
 // policySyncWait bounds how long Start waits for the first read, so that
@@ -66,20 +70,16 @@ const policySyncWait = 10 * time.Second
 func NewPolicy(kube kubernetes.Interface) *Policy {
 	p := &Policy{was: "unchecked", logger: klog.Background()}
 	p.shipped, p.shippedErr = ShippedPolicies()
-	for _, name := range policyNames {
-		f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-		}))
-		api := f.Admissionregistration().V1()
-		src := policySource{name: name, factory: f,
-			policies: api.ValidatingAdmissionPolicies().Lister(), bindings: api.ValidatingAdmissionPolicyBindings().Lister()}
-		for _, inf := range []cache.SharedIndexInformer{api.ValidatingAdmissionPolicies().Informer(), api.ValidatingAdmissionPolicyBindings().Informer()} {
-			_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-				AddFunc: func(any) { p.check() }, UpdateFunc: func(any, any) { p.check() }, DeleteFunc: func(any) { p.check() },
-			})
-			src.synced = append(src.synced, inf.HasSynced)
-		}
-		p.sources = append(p.sources, src)
+	p.factory = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = PolicyLabel
+	}))
+	api := p.factory.Admissionregistration().V1()
+	p.policies, p.bindings = api.ValidatingAdmissionPolicies().Lister(), api.ValidatingAdmissionPolicyBindings().Lister()
+	for _, inf := range []cache.SharedIndexInformer{api.ValidatingAdmissionPolicies().Informer(), api.ValidatingAdmissionPolicyBindings().Informer()} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { p.check() }, UpdateFunc: func(any, any) { p.check() }, DeleteFunc: func(any) { p.check() },
+		})
+		p.synced = append(p.synced, inf.HasSynced)
 	}
 	return p
 }
@@ -93,14 +93,10 @@ func (p *Policy) Start(ctx context.Context) {
 	p.mu.Lock()
 	p.logger = klog.FromContext(ctx)
 	p.mu.Unlock()
-	var synced []cache.InformerSynced
-	for _, src := range p.sources {
-		src.factory.Start(ctx.Done())
-		synced = append(synced, src.synced...)
-	}
+	p.factory.Start(ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, policySyncWait)
 	defer cancel()
-	cache.WaitForCacheSync(syncCtx.Done(), synced...)
+	cache.WaitForCacheSync(syncCtx.Done(), p.synced...)
 	p.check()
 }
 
@@ -128,29 +124,109 @@ func (p *Policy) missing() string {
 	if p.shippedErr != nil {
 		return p.shippedErr.Error()
 	}
-	for _, src := range p.sources {
-		for _, synced := range src.synced {
-			if !synced() {
-				return fmt.Sprintf("the policy and binding %s are not read yet (the controller needs list and watch on them by name)", src.name)
-			}
+	for _, synced := range p.synced {
+		if !synced() {
+			return "the admission policies and bindings labelled " + PolicyLabel + " are not read yet (the controller needs list and watch on them)"
 		}
-		live, err := src.policies.Get(src.name)
-		if err != nil {
-			return fmt.Sprintf("ValidatingAdmissionPolicy %s: %v", src.name, err)
-		}
-		b, err := src.bindings.Get(src.name)
-		if err != nil {
-			return fmt.Sprintf("ValidatingAdmissionPolicyBinding %s: %v", src.name, err)
-		}
-		shipped := p.shipped[src.name]
+	}
+	policies, err := p.policies.List(labels.Everything())
+	if err != nil {
+		return err.Error()
+	}
+	bindings, err := p.bindings.List(labels.Everything())
+	if err != nil {
+		return err.Error()
+	}
+	for _, name := range policyNames {
 		// The exemption may name any one ServiceAccount: the controller
 		// does not know which it runs as, and an overlay moves it.
-		if weaker := PolicyWeakenings(shipped.Policy, live, ""); len(weaker) > 0 {
-			return fmt.Sprintf("ValidatingAdmissionPolicy %s is weaker than the one this version ships: %s", src.name, strings.Join(weaker, "; "))
-		}
-		if weaker := BindingWeakenings(shipped.Binding, b); len(weaker) > 0 {
-			return fmt.Sprintf("ValidatingAdmissionPolicyBinding %s is weaker than the one this version ships: %s", src.name, strings.Join(weaker, "; "))
+		if f := InForce(name, p.shipped[name], policies, bindings, ""); f.Why != "" {
+			return f.Why
 		}
 	}
 	return ""
+}
+
+// Found is what InForce found of one shipped policy: the live policy and
+// binding that enforce it, or why none does.
+type Found struct {
+	Policy  *admissionv1.ValidatingAdmissionPolicy
+	Binding *admissionv1.ValidatingAdmissionPolicyBinding
+	// PolicyWhy and BindingWhy say what is wrong with the policy, or with
+	// its binding; Why is the first of them, "" when it is in force.
+	PolicyWhy, BindingWhy, Why string
+}
+
+// InForce finds, among live policies and bindings, the ones labelled
+// PolicyLabel=name (the shipped policy name, whatever the live objects
+// are called) and reports whether one such policy is as strong as the
+// shipped one (PolicyWeakenings, with exempt) and bound by one such
+// binding as strong as the shipped one (BindingWeakenings, the binding
+// naming that live policy). When several are labelled alike, any one
+// pair in force suffices (more bindings only add refusals); otherwise it
+// names what is wrong with the first, by name.
+func InForce(name string, shipped Shipped, policies []*admissionv1.ValidatingAdmissionPolicy, bindings []*admissionv1.ValidatingAdmissionPolicyBinding, exempt string) Found {
+	byName := func(a, b metav1.Object) int { return strings.Compare(a.GetName(), b.GetName()) }
+	var ps []*admissionv1.ValidatingAdmissionPolicy
+	for _, p := range policies {
+		if p.Labels[PolicyLabel] == name {
+			ps = append(ps, p)
+		}
+	}
+	slices.SortFunc(ps, func(a, b *admissionv1.ValidatingAdmissionPolicy) int { return byName(a, b) })
+	var bs []*admissionv1.ValidatingAdmissionPolicyBinding
+	for _, b := range bindings {
+		if b.Labels[PolicyLabel] == name {
+			bs = append(bs, b)
+		}
+	}
+	slices.SortFunc(bs, func(a, b *admissionv1.ValidatingAdmissionPolicyBinding) int { return byName(a, b) })
+	if len(ps) == 0 {
+		why := fmt.Sprintf("no ValidatingAdmissionPolicy labelled %s=%s: the policy %s is missing", PolicyLabel, name, name)
+		return Found{PolicyWhy: why, Why: why}
+	}
+	var first *Found
+	for _, p := range ps {
+		f := Found{Policy: p}
+		if weaker := PolicyWeakenings(shipped.Policy, p, exempt); len(weaker) > 0 {
+			f.PolicyWhy = fmt.Sprintf("ValidatingAdmissionPolicy %s is weaker than the one this version ships: %s", p.Name, strings.Join(weaker, "; "))
+		}
+		// The shipped binding names the shipped policy; compared with
+		// this one, it names p, as a rename carries it.
+		want := shipped.Binding.DeepCopy()
+		want.Spec.PolicyName = p.Name
+		for _, b := range bs {
+			if b.Spec.PolicyName != p.Name {
+				continue
+			}
+			weaker := BindingWeakenings(want, b)
+			if len(weaker) == 0 {
+				f.Binding, f.BindingWhy = b, ""
+				break
+			}
+			if f.Binding == nil && f.BindingWhy == "" {
+				f.Binding = b
+				f.BindingWhy = fmt.Sprintf("ValidatingAdmissionPolicyBinding %s is weaker than the one this version ships: %s", b.Name, strings.Join(weaker, "; "))
+			}
+		}
+		if f.Binding == nil {
+			var elsewhere []string
+			for _, b := range bs {
+				elsewhere = append(elsewhere, fmt.Sprintf("ValidatingAdmissionPolicyBinding %s binds %q, not %s", b.Name, b.Spec.PolicyName, p.Name))
+			}
+			f.BindingWhy = fmt.Sprintf("no ValidatingAdmissionPolicyBinding labelled %s=%s binds ValidatingAdmissionPolicy %s: it is not enforced, and anyone RBAC lets write may forge what it protects",
+				PolicyLabel, name, p.Name)
+			if len(elsewhere) > 0 {
+				f.BindingWhy += " (" + strings.Join(elsewhere, "; ") + ")"
+			}
+		}
+		f.Why = cmp.Or(f.PolicyWhy, f.BindingWhy)
+		if f.Why == "" {
+			return f
+		}
+		if first == nil {
+			first = &f
+		}
+	}
+	return *first
 }

@@ -37,6 +37,21 @@ func shippedPolicies(t *testing.T) []runtime.Object {
 	return out
 }
 
+// renamed gives the objects of shippedPolicies the prefix, as kustomize's
+// namePrefix does: their names and the bindings' policyName.
+func renamed(o []runtime.Object, prefix string) []runtime.Object {
+	for _, obj := range o {
+		switch x := obj.(type) {
+		case *admissionv1.ValidatingAdmissionPolicy:
+			x.Name = prefix + x.Name
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			x.Name = prefix + x.Name
+			x.Spec.PolicyName = prefix + x.Spec.PolicyName
+		}
+	}
+	return o
+}
+
 // The objects of shippedPolicies, by index.
 func mirrorPolicyOf(o []runtime.Object) *admissionv1.ValidatingAdmissionPolicy {
 	return o[0].(*admissionv1.ValidatingAdmissionPolicy)
@@ -72,7 +87,19 @@ func TestPolicyBound(t *testing.T) {
 			return o
 		}, ""},
 		{"binding missing", func(o []runtime.Object) []runtime.Object { return o[:3] }, "podtoip-controller-history"},
-		{"policy missing", func(o []runtime.Object) []runtime.Object { return o[1:] }, "not found"},
+		{"policy missing", func(o []runtime.Object) []runtime.Object { return o[1:] }, "the policy podtoip-controller is missing"},
+		// A namePrefix overlay renames the policies and the bindings'
+		// policyName, and leaves their labels.
+		{"renamed by a namePrefix overlay", func(o []runtime.Object) []runtime.Object { return renamed(o, "team-") }, ""},
+		{"renamed, a binding still naming the old policy", func(o []runtime.Object) []runtime.Object {
+			o = renamed(o, "team-")
+			mirrorBindingOf(o).Spec.PolicyName = "podtoip-controller"
+			return o
+		}, "no ValidatingAdmissionPolicyBinding labelled podtoip.example.com/policy=podtoip-controller binds ValidatingAdmissionPolicy team-podtoip-controller"},
+		{"a policy without its label", func(o []runtime.Object) []runtime.Object {
+			delete(historyPolicyOf(o).Labels, PolicyLabel)
+			return o
+		}, "no ValidatingAdmissionPolicy labelled podtoip.example.com/policy=podtoip-controller-history"},
 		{"audit only", func(o []runtime.Object) []runtime.Object {
 			mirrorBindingOf(o).Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Audit}
 			return o
@@ -84,7 +111,7 @@ func TestPolicyBound(t *testing.T) {
 		{"binds another policy", func(o []runtime.Object) []runtime.Object {
 			o[3].(*admissionv1.ValidatingAdmissionPolicyBinding).Spec.PolicyName = "other"
 			return o
-		}, `spec.policyName is "other"`},
+		}, "binds ValidatingAdmissionPolicy podtoip-controller-history: it is not enforced"},
 		{"binding narrowed to some namespaces", func(o []runtime.Object) []runtime.Object {
 			mirrorBindingOf(o).Spec.MatchResources = &admissionv1.MatchResources{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}}}

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -72,10 +73,21 @@ const (
 	reviewQPS   = 20
 	reviewBurst = 40
 	// maxInFlightReviews is how many requests whose credentials have not
-	// been admitted may be under review at once; the next one is refused
-	// with 429 at once rather than queued, so a flood cannot pile up
-	// waiting requests.
+	// been admitted may be under review at once.
 	maxInFlightReviews = 8
+	// A request that finds every place taken waits for one, at most one
+	// request from each source address at a time and at most
+	// maxWaitingSources sources, each for at most maxReviewWait; the
+	// others are refused with 429 at once. Places go to the waiters in
+	// turn, so a flood from a few addresses, however many tokens it
+	// makes up, is one waiter each: a scraper with a token just rotated
+	// (never admitted yet) has at most maxWaitingSources requests ahead
+	// of it, reviewed at reviewQPS (64 / 20 per second: 3.2 s), inside
+	// maxReviewWait and far inside a scrape interval (30 s), where
+	// refusing it whenever the places were full kept it out for as long
+	// as the flood lasted.
+	maxWaitingSources = 64
+	maxReviewWait     = 5 * time.Second
 	// admittedTTL is how long a token that was admitted (authenticated and
 	// authorized) keeps skipping the bound on reviews after its last
 	// admission: a scraper keeps being served during a flood. It is still
@@ -97,7 +109,8 @@ const (
 var reviewsThrottledTotal = metrics.NewCounter(&metrics.CounterOpts{
 	Namespace: "podtoip", Subsystem: "controller", Name: "metrics_requests_throttled_total",
 	Help: "Requests to the metrics endpoint answered 429 because as many requests with credentials not yet admitted were already under review " +
-		"(TokenReview, SubjectAccessReview) as allowed at once. Rising: someone sends the endpoint tokens faster than the API server is asked to review them.",
+		"(TokenReview, SubjectAccessReview) as allowed at once, and this one could not wait for a place (another request from its address was waiting, " +
+		"too many addresses were, or it waited 5 s). Rising: someone sends the endpoint tokens faster than the API server is asked to review them.",
 	StabilityLevel: metrics.ALPHA,
 })
 
@@ -150,7 +163,8 @@ func (s Secure) Handler(h http.Handler, role string) (http.Handler, error) {
 
 // guard admits only requests authn authenticates and authz allows. A
 // request whose bearer token was admitted recently goes straight to them;
-// any other waits for a place in g, or is refused with 429 if there is none.
+// any other takes a place in g, waiting for one in its source's turn, or
+// is refused with 429 if it may not wait.
 func guard(authn authenticator.Request, authz authorizer.Authorizer, g *gate, h http.Handler, role string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Nothing here reads a body, and the listener sets no ReadTimeout
@@ -161,7 +175,7 @@ func guard(authn authenticator.Request, authz authorizer.Authorizer, g *gate, h 
 		token := bearerToken(r)
 		ar := r
 		if !g.admitted(token) {
-			if !g.enter() {
+			if !g.enter(r.Context(), source(r)) {
 				reviewsThrottledTotal.Inc()
 				w.Header().Set("Retry-After", retryAfterSeconds)
 				http.Error(w, "Too many requests awaiting review of their credentials; retry later", http.StatusTooManyRequests)
@@ -233,36 +247,102 @@ func bearerToken(r *http.Request) string {
 	return parts[1]
 }
 
+// source is the address a request comes from, without its port: the unit
+// in which waiting for a place is shared.
+func source(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
 // gate bounds the requests under review, and remembers the tokens that
 // were admitted so that their requests need no place in it: under a flood,
 // places are scarce, and a scraper that was served before must not have to
 // win one each time.
 type gate struct {
-	places chan struct{}
-	now    func() time.Time
+	now func() time.Time
+	// wait is how long a request may wait for a place (maxReviewWait).
+	wait time.Duration
 
 	mu sync.Mutex
+	// places is how many requests may be under review, inUse how many are.
+	places, inUse int
+	// queue holds the requests waiting for a place, first come first
+	// served; waiting the sources that have one there.
+	queue   []*waiter
+	waiting map[string]bool
 	// known holds when each admitted token (by its SHA-256: the tokens
 	// themselves are not kept) stops skipping the bound.
 	known map[[sha256.Size]byte]time.Time
 }
 
-func newGate(places int) *gate {
-	return &gate{places: make(chan struct{}, places), now: time.Now, known: map[[sha256.Size]byte]time.Time{}}
+// waiter is one request waiting for a place; ready is closed when leave
+// hands it one (granted, under the gate's lock).
+type waiter struct {
+	source  string
+	ready   chan struct{}
+	granted bool
 }
 
-// enter takes a place, without waiting; false: there is none.
-func (g *gate) enter() bool {
-	select {
-	case g.places <- struct{}{}:
+func newGate(places int) *gate {
+	return &gate{places: places, now: time.Now, wait: maxReviewWait,
+		waiting: map[string]bool{}, known: map[[sha256.Size]byte]time.Time{}}
+}
+
+// enter takes a place for a request from src, waiting for one (until ctx
+// ends or g.wait has passed) when src has no request waiting already and
+// fewer than maxWaitingSources do; false: no place.
+func (g *gate) enter(ctx context.Context, src string) bool {
+	g.mu.Lock()
+	if g.inUse < g.places && len(g.queue) == 0 {
+		g.inUse++
+		g.mu.Unlock()
 		return true
-	default:
+	}
+	if g.waiting[src] || len(g.queue) >= maxWaitingSources {
+		g.mu.Unlock()
 		return false
 	}
+	w := &waiter{source: src, ready: make(chan struct{})}
+	g.queue = append(g.queue, w)
+	g.waiting[src] = true
+	g.mu.Unlock()
+
+	timer := time.NewTimer(g.wait)
+	defer timer.Stop()
+	select {
+	case <-w.ready:
+		return true
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w.granted {
+		// Handed a place as it gave up: it is this request's to use.
+		return true
+	}
+	g.queue = slices.DeleteFunc(g.queue, func(o *waiter) bool { return o == w })
+	delete(g.waiting, src)
+	return false
 }
 
-// leave gives back the place enter took.
-func (g *gate) leave() { <-g.places }
+// leave gives back the place enter took: to the first waiter, if any.
+func (g *gate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.queue) == 0 {
+		g.inUse--
+		return
+	}
+	w := g.queue[0]
+	g.queue = g.queue[1:]
+	delete(g.waiting, w.source)
+	w.granted = true
+	close(w.ready)
+}
 
 // admitted says whether token was admitted within admittedTTL.
 func (g *gate) admitted(token string) bool {

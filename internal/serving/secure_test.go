@@ -153,7 +153,8 @@ func serve(ctx context.Context, h http.Handler, token string) *httptest.Response
 
 // TestGuardBoundsRequestsUnderReview checks what a flood of unknown
 // tokens meets: at most maxInFlightReviews requests under review at once,
-// the next ones refused at once with 429 and a Retry-After, a caller that
+// the next ones refused with 429 and a Retry-After once they have waited
+// for a place in vain, a caller that
 // hangs up keeping its place until its review ends (the review goes on
 // without it), and a scraper whose token was admitted before served all
 // along. A valid token never admitted waits for a place like any other,
@@ -163,7 +164,11 @@ func TestGuardBoundsRequestsUnderReview(t *testing.T) {
 	authz := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 		return authorizer.DecisionAllow, "", nil
 	})
-	h := guard(authn, authz, newGate(maxInFlightReviews), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metrics")) }), "metrics-reader")
+	g := newGate(maxInFlightReviews)
+	// Reviews here never end, so a request that waits for a place is
+	// refused once it has waited; a short wait keeps the test short.
+	g.wait = 50 * time.Millisecond
+	h := guard(authn, authz, g, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metrics")) }), "metrics-reader")
 	if rec := serve(t.Context(), h, "scraper"); rec.Code != http.StatusOK {
 		t.Fatalf("the scraper before the flood: %d %q", rec.Code, rec.Body.String())
 	}
@@ -212,6 +217,77 @@ func TestGuardBoundsRequestsUnderReview(t *testing.T) {
 		t.Errorf("%d reviews under way after a caller hung up, want %d", got, maxInFlightReviews)
 	}
 	full("after a caller hung up")
+}
+
+// TestGuardLetsARotatedTokenInDuringAFlood checks that a flood of made-up
+// tokens from one address, keeping every place under review taken, does
+// not keep out a scraper from another address whose token was just
+// rotated (valid, never admitted): each new token is served on its first
+// scrape, having waited its turn behind at most the flood's one waiter.
+// The flood's other requests are refused at once, never queued.
+func TestGuardLetsARotatedTokenInDuringAFlood(t *testing.T) {
+	// Each review of a made-up token takes reviewLatency, as the API
+	// server's answers do under load.
+	const reviewLatency = 20 * time.Millisecond
+	var underReview atomic.Int32
+	authn := authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
+		token := bearerToken(r)
+		if strings.HasPrefix(token, "rotated-") {
+			return &authenticator.Response{User: &user.DefaultInfo{Name: "prometheus"}}, true, nil
+		}
+		underReview.Add(1)
+		defer underReview.Add(-1)
+		select {
+		case <-time.After(reviewLatency):
+		case <-r.Context().Done():
+		}
+		return nil, false, nil
+	})
+	authz := authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+		return authorizer.DecisionAllow, "", nil
+	})
+	h := guard(authn, authz, newGate(maxInFlightReviews), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metrics")) }), "metrics-reader")
+
+	from := func(ctx context.Context, addr, token string) int {
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/metrics", nil)
+		req.RemoteAddr = addr
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	floodCtx, stopFlood := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	var sent, refused atomic.Int64
+	for i := range 4 * maxInFlightReviews {
+		wg.Go(func() {
+			for n := 0; floodCtx.Err() == nil; n++ {
+				sent.Add(1)
+				if from(floodCtx, "10.0.0.1:40000", fmt.Sprintf("made-up-%d-%d", i, n)) == http.StatusTooManyRequests {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	defer func() { stopFlood(); wg.Wait() }()
+
+	for rotation := range 5 {
+		if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return underReview.Load() == maxInFlightReviews, nil
+		}); err != nil {
+			t.Fatalf("the flood keeps %d places taken, want all %d", underReview.Load(), maxInFlightReviews)
+		}
+		start := time.Now()
+		if code := from(t.Context(), "10.0.0.2:50000", fmt.Sprintf("rotated-%d", rotation)); code != http.StatusOK {
+			t.Errorf("rotation %d: the new token's first scrape during the flood answered %d after %v, want 200", rotation, code, time.Since(start).Round(time.Millisecond))
+		} else {
+			t.Logf("rotation %d: the new token served after %v", rotation, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	t.Logf("the flood: %d requests, %d refused at once", sent.Load(), refused.Load())
+	if refused.Load() == 0 {
+		t.Error("no request of the flood was refused: its requests are queued without bound")
+	}
 }
 
 // TestGuardForgetsRefusedTokens checks that a token admitted once loses

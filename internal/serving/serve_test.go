@@ -1,12 +1,14 @@
 package serving
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,5 +132,85 @@ func TestServerLimitsConnections(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("headers of %d bytes: %d, want 431", 2*maxHeaderBytes, resp.StatusCode)
+	}
+}
+
+// TestServeCapsConnections opens more kept-alive connections than a
+// listener may hold, each left idle after one request, and checks that
+// the ones idle the longest are closed to make room (a caller cannot hold
+// memory with idle connections), and that a new caller is still served.
+func TestServeCapsConnections(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.Addr().String()
+	free.Close()
+	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello") })
+	if err := Serve(ctx, "metrics", "--metrics-bind-address", addr, hello, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// request sends one request on c, kept alive, and reads its answer.
+	request := func(c net.Conn, r *bufio.Reader) error {
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return err
+	}
+	const extra = 16
+	var closed atomic.Int32
+	var conns []net.Conn
+	var readers []*bufio.Reader
+	for i := range maxConnections + extra {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		if err := request(c, r); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns, readers = append(conns, c), append(readers, r)
+	}
+	// Each connection is idle now; a read ends when the server closes it.
+	for i, c := range conns[:len(conns)-1] {
+		go func() {
+			if _, err := readers[i].ReadByte(); err != nil {
+				closed.Add(1)
+				c.Close()
+			}
+		}()
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return closed.Load() >= extra, nil
+	}); err != nil {
+		t.Fatalf("%d of %d idle connections closed, want at least %d: the listener holds more than %d", closed.Load(), len(conns), extra, maxConnections)
+	}
+	// The newest connection is kept, and a new caller is served.
+	last := len(conns) - 1
+	if err := request(conns[last], readers[last]); err != nil {
+		t.Errorf("the newest connection: %v, want it kept", err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := request(c, bufio.NewReader(c)); err != nil {
+		t.Errorf("a new caller with the listener full of idle connections: %v, want it served", err)
+	}
+	if n := closed.Load(); n > extra+1 {
+		t.Errorf("%d idle connections closed, want %d: only as many as make room", n, extra+1)
 	}
 }

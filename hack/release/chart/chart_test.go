@@ -71,10 +71,18 @@ var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.
 // keep annotation, checking that each has them.
 func renderObjects(t *testing.T, set string) map[string]map[string]any {
 	t.Helper()
-	manifests, err := helmchart.Render(chartDir, set)
+	return renderObjectsIn(t, "", set)
+}
+
+// renderObjectsIn is renderObjects for a release in namespace ns (helm
+// install -n ns; "": podtoip-system).
+func renderObjectsIn(t *testing.T, ns, set string) map[string]map[string]any {
+	t.Helper()
+	r, err := helmchart.RenderWith(chartDir, helmchart.Options{Namespace: ns, Set: set})
 	if err != nil {
 		t.Fatal(err)
 	}
+	manifests := r.Manifests
 	objs := map[string]map[string]any{}
 	for _, m := range manifests {
 		var o map[string]any
@@ -156,21 +164,35 @@ func sameObjects(t *testing.T, got, want map[string]map[string]any) {
 	}
 }
 
-// TestChartDefaultsAreTheKustomization: with its default values the chart
-// renders what `kubectl apply -k artifacts/` applies, object for object, up
-// to Helm's labels and the CRDs' keep annotation.
-func TestChartDefaultsAreTheKustomization(t *testing.T) {
-	sameObjects(t, renderObjects(t, ""), kustomizeObjects(t, kustomize.Overlay{}))
+// withoutNamespaceObject returns objs without the Namespace object: helm
+// install makes the release's namespace itself (--create-namespace), so
+// the chart renders it only when asked to (createNamespace).
+func withoutNamespaceObject(objs map[string]map[string]any) map[string]map[string]any {
+	for k, o := range objs {
+		if kind(o) == "Namespace" {
+			delete(objs, k)
+		}
+	}
+	return objs
 }
 
-// TestChartNamespace: in another namespace the chart renders what the
-// documented kustomize overlay does (namespace: plus the
-// controller-identity transformer), so the admission policies exempt the
-// controller's ServiceAccount there.
-func TestChartNamespace(t *testing.T) {
-	got := renderObjects(t, "namespace=infra")
+// TestChartDefaultsAreTheKustomization: with its default values, installed
+// in podtoip-system, the chart renders what `kubectl apply -k artifacts/`
+// applies, object for object, up to Helm's labels and the CRDs' keep
+// annotation, but the Namespace, which helm install makes; with
+// createNamespace, that too.
+func TestChartDefaultsAreTheKustomization(t *testing.T) {
+	sameObjects(t, renderObjects(t, ""), withoutNamespaceObject(kustomizeObjects(t, kustomize.Overlay{})))
+	sameObjects(t, renderObjects(t, "createNamespace=true"), kustomizeObjects(t, kustomize.Overlay{}))
+}
+
+// inNamespace is the documented kustomize overlay into ns (namespace: plus
+// the controller-identity transformer), without the Namespace object
+// unless withNamespace.
+func inNamespace(t *testing.T, ns string, withNamespace bool) map[string]map[string]any {
+	t.Helper()
 	want := map[string]map[string]any{}
-	for _, o := range kustomizeObjects(t, kustomize.Overlay{Namespace: "infra"}) {
+	for _, o := range kustomizeObjects(t, kustomize.Overlay{Namespace: ns}) {
 		// kustomize's namespace: also sets one on the admission policies and
 		// their bindings, which are cluster-scoped (kubectl drops it); the
 		// chart gives them none.
@@ -179,10 +201,68 @@ func TestChartNamespace(t *testing.T) {
 		}
 		want[key(o)] = o
 	}
-	sameObjects(t, got, want)
+	if !withNamespace {
+		withoutNamespaceObject(want)
+	}
+	return want
+}
+
+// notNaming reports every object of got that still names namespace ns.
+func notNaming(t *testing.T, got map[string]map[string]any, ns string) {
+	t.Helper()
 	for k, o := range got {
-		if b, _ := yaml.Marshal(o); strings.Contains(string(b), "podtoip-system") {
-			t.Errorf("%s still names podtoip-system", k)
+		if b, _ := yaml.Marshal(o); strings.Contains(string(b), ns) {
+			t.Errorf("%s still names %s", k, ns)
+		}
+	}
+}
+
+// TestChartReleaseNamespace: `helm install -n infra` puts the controller,
+// its ServiceAccount and everything namespaced in infra, and the
+// admission policies exempt the ServiceAccount there: what the documented
+// kustomize overlay into infra renders. namespaceOverride moves them to
+// another namespace than the release's, and createNamespace then makes
+// that one.
+func TestChartReleaseNamespace(t *testing.T) {
+	got := renderObjectsIn(t, "infra", "")
+	sameObjects(t, got, inNamespace(t, "infra", false))
+	notNaming(t, got, "podtoip-system")
+
+	got = renderObjectsIn(t, "infra", "namespaceOverride=tools,createNamespace=true")
+	sameObjects(t, got, inNamespace(t, "tools", true))
+	notNaming(t, got, "podtoip-system")
+	notNaming(t, got, "infra")
+}
+
+// TestChartRefusesBadValues: values.schema.json refuses values of the
+// wrong type, values the chart does not have (the namespace value of
+// older charts, which would otherwise be ignored), and a namespace that is
+// not a DNS-1123 label; the namespace, written into the policies' CEL
+// string literals, is refused by the templates too when the schema is
+// skipped (helm install --skip-schema-validation), and so is a release
+// namespace that is not a label.
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		ns, set string
+		skip    bool
+		want    string
+	}{
+		{"", "replicas=two", false, "replicas"},
+		{"", "namespace=infra", false, "namespace"},
+		{"", "workers=-1", false, "workers"},
+		{"", "historyRetention=a day", false, "historyRetention"},
+		{"", "metrics.secure=maybe", false, "secure"},
+		{"", "image.tag=1", false, "tag"},
+		{"", "namespaceOverride=Infra", false, "namespaceOverride"},
+		{"", `namespaceOverride=x" || true || "y`, false, "namespaceOverride"},
+		{"", `namespaceOverride=x" || true || "y`, true, "is not a DNS-1123 label"},
+		{"", "namespaceOverride=" + strings.Repeat("a", 64), true, "is not a DNS-1123 label"},
+		{"Bad_Namespace", "", false, `"Bad_Namespace" (namespaceOverride, or the release's namespace) is not a DNS-1123 label`},
+		{"", "metrics.secure=false,metrics.certManager.enabled=true", false, "metrics.certManager.enabled needs metrics.secure"},
+	} {
+		_, err := helmchart.RenderWith(chartDir, helmchart.Options{Namespace: tc.ns, Set: tc.set, SkipSchemaValidation: tc.skip})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("namespace %q, values %q (schema skipped: %v): %v, want an error naming %q", tc.ns, tc.set, tc.skip, err, tc.want)
 		}
 	}
 }
@@ -191,7 +271,71 @@ func TestChartNamespace(t *testing.T) {
 // artifacts/monitoring.
 func TestChartMonitoring(t *testing.T) {
 	got := renderObjects(t, "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true")
-	sameObjects(t, got, kustomizeObjects(t, kustomize.Overlay{Components: []string{"monitoring"}}))
+	sameObjects(t, got, withoutNamespaceObject(kustomizeObjects(t, kustomize.Overlay{Components: []string{"monitoring"}})))
+}
+
+// TestChartCertManager: with metrics.certManager.enabled the chart renders
+// the cert-manager component of artifacts/monitoring (the CA, the serving
+// certificate, the Secret mounted, the flags naming its files), and the
+// ServiceMonitor verifies the certificate: no insecureSkipVerify anywhere.
+// In another namespace, the certificate and the ServiceMonitor name the
+// Service there.
+func TestChartCertManager(t *testing.T) {
+	got := renderObjects(t, "metrics.certManager.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true")
+	sameObjects(t, got, withoutNamespaceObject(kustomizeObjects(t, kustomize.Overlay{Components: []string{"monitoring", "monitoring/cert-manager"}})))
+	for k, o := range got {
+		if b, _ := yaml.Marshal(o); strings.Contains(string(b), "insecureSkipVerify") {
+			t.Errorf("%s skips TLS verification with cert-manager on:\n%s", k, b)
+		}
+	}
+	got = renderObjectsIn(t, "infra", "metrics.certManager.enabled=true,metrics.serviceMonitor.enabled=true")
+	ep := got["ServiceMonitor infra/podtoip-controller"]["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
+	if sn := ep["tlsConfig"].(map[string]any)["serverName"]; sn != "podtoip-controller-metrics.infra.svc" {
+		t.Errorf("the ServiceMonitor checks the name %v, want podtoip-controller-metrics.infra.svc", sn)
+	}
+	notNaming(t, got, "podtoip-system")
+}
+
+// TestChartNotes: what helm install prints warns when the policies are
+// off, when the alerts are off, and when the controller's namespace is
+// shared (a namespace every cluster has); and says to label the namespace
+// helm made.
+func TestChartNotes(t *testing.T) {
+	notes := func(ns, set string) string {
+		t.Helper()
+		r, err := helmchart.RenderWith(chartDir, helmchart.Options{Namespace: ns, Set: set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Notes
+	}
+	for _, tc := range []struct {
+		ns, set   string
+		want, not []string
+	}{
+		{"", "", []string{"runs in namespace podtoip-system", "kubectl ptp check --controller-namespace podtoip-system",
+			"WARNING: metrics.prometheusRule.enabled is false", "kubectl label namespace podtoip-system pod-security.kubernetes.io/enforce=restricted",
+			"Keep podtoip-system to the controller alone"},
+			[]string{"WARNING: policy.enabled", "is shared"}},
+		{"", "policy.enabled=false", []string{"WARNING: policy.enabled is false"}, nil},
+		{"", "metrics.prometheusRule.enabled=true,createNamespace=true", nil, []string{"WARNING", "kubectl label namespace"}},
+		{"default", "metrics.prometheusRule.enabled=true", []string{"WARNING: namespace default is shared"}, nil},
+		{"infra", "namespaceOverride=kube-system", []string{"WARNING: namespace kube-system is shared", "runs in namespace kube-system"}, nil},
+		{"", "metrics.serviceMonitor.enabled=true", []string{"skips TLS verification"}, nil},
+		{"", "metrics.serviceMonitor.enabled=true,metrics.certManager.enabled=true", nil, []string{"skips TLS verification"}},
+	} {
+		got := notes(tc.ns, tc.set)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("namespace %q, values %q: NOTES.txt does not say %q:\n%s", tc.ns, tc.set, w, got)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(got, w) {
+				t.Errorf("namespace %q, values %q: NOTES.txt says %q:\n%s", tc.ns, tc.set, w, got)
+			}
+		}
+	}
 }
 
 // TestChartValues: every value takes effect, and nothing else changes.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -29,16 +30,20 @@ import (
 //     plain key, so it never starts a list item), by KEY and its block,
 //     kept only when conditions[NAME] holds.
 //
-// The manifests' namespace, podtoip-system, becomes the namespace value
-// wherever it appears, which includes the admission policies' exemption of
-// the controller's ServiceAccount (what artifacts/controller-identity
-// does for a kustomize overlay).
+// The manifests' namespace, podtoip-system, becomes the release's
+// namespace (helm install -n), or namespaceOverride, wherever it appears,
+// which includes the admission policies' exemption of the controller's
+// ServiceAccount (what artifacts/controller-identity does for a kustomize
+// overlay). That exemption is a CEL string literal: the namespace is
+// written there only through the helper podtoip-controller.namespace,
+// which refuses anything but a DNS-1123 label (values.schema.json says so
+// too, but helm install --skip-schema-validation skips it).
 
 const (
 	chartName = "podtoip-controller"
 	// deployNamespace is the namespace of artifacts/.
 	deployNamespace = "podtoip-system"
-	namespaceExpr   = "{{ .Values.namespace }}"
+	namespaceExpr   = `{{ include "podtoip-controller.namespace" . }}`
 	labelsTemplate  = chartName + ".labels"
 	homepage        = "https://github.com/podtoip/podtoip-controller"
 
@@ -53,6 +58,11 @@ var scalars = map[string]string{
 	"image":    `{{ printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) | quote }}`,
 	"scheme":   `{{ ternary "https" "http" .Values.metrics.secure }}`,
 }
+
+// certManagerArgs are the flags the cert-manager component adds to the
+// controller (the serving certificate's files); chartFiles sets them from
+// that component.
+var certManagerArgs []string
 
 var lines = map[string]func(indent string) string{
 	"labels": func(indent string) string {
@@ -74,12 +84,21 @@ var lines = map[string]func(indent string) string{
 			`{{- if ne (toString .Values.historyRetention) "" }}`,
 			indent + "- --history-retention={{ .Values.historyRetention }}",
 			"{{- end }}",
+			"{{- if .Values.metrics.certManager.enabled }}",
+			indent + "- " + strings.Join(certManagerArgs, "\n"+indent+"- "),
+			"{{- end }}",
 		}, "\n")
 	},
 }
 
 var conditions = map[string]string{
 	"secure": ".Values.metrics.secure",
+	// The certificate's Secret mounted, with cert-manager.
+	"certmanager": ".Values.metrics.certManager.enabled",
+	// The ServiceMonitor verifies the certificate cert-manager issued, or
+	// skips verification of the self-signed one.
+	"verifiedtls": "and .Values.metrics.secure .Values.metrics.certManager.enabled",
+	"insecuretls": "and .Values.metrics.secure (not .Values.metrics.certManager.enabled)",
 }
 
 // objectConditions keep an object only when its condition holds.
@@ -89,10 +108,16 @@ var objectConditions = map[string]string{
 	"ValidatingAdmissionPolicyBinding": ".Values.policy.enabled",
 	"ServiceMonitor":                   ".Values.metrics.serviceMonitor.enabled",
 	"PrometheusRule":                   ".Values.metrics.prometheusRule.enabled",
+	"Issuer":                           ".Values.metrics.certManager.enabled",
+	"Certificate":                      ".Values.metrics.certManager.enabled",
 }
 
-// monitoringKinds are the objects taken from the monitoring component.
-var monitoringKinds = []string{"ServiceMonitor", "PrometheusRule"}
+// monitoringKinds are the objects taken from the monitoring component,
+// certManagerKinds those from its cert-manager component.
+var (
+	monitoringKinds  = []string{"ServiceMonitor", "PrometheusRule"}
+	certManagerKinds = []string{"Issuer", "Certificate"}
+)
 
 // header starts every generated file; templateHeader every template, as a
 // template comment, which renders to nothing.
@@ -112,18 +137,44 @@ func chartFiles(artifactsDir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	withCertManager, err := kustomize.Objects(artifactsDir, kustomize.Overlay{Components: []string{"monitoring", "monitoring/cert-manager"}})
+	if err != nil {
+		return nil, err
+	}
 	objs := slices.Clone(base)
 	for _, o := range withMonitoring {
 		if slices.Contains(monitoringKinds, kind(o)) {
 			objs = append(objs, o)
 		}
 	}
+	var certDeployment, certMonitor map[string]any
+	for _, o := range withCertManager {
+		switch {
+		case slices.Contains(certManagerKinds, kind(o)):
+			objs = append(objs, o)
+		case kind(o) == "Deployment":
+			certDeployment = o
+		case kind(o) == "ServiceMonitor":
+			certMonitor = o
+		}
+	}
+	if certDeployment == nil || certMonitor == nil {
+		return nil, fmt.Errorf("the cert-manager component of %s renders no Deployment or ServiceMonitor", artifactsDir)
+	}
 
 	files := map[string][]byte{}
 	var deployment map[string]any
 	for _, o := range objs {
-		if kind(o) == "Deployment" {
+		switch kind(o) {
+		case "Deployment":
 			deployment = o
+			if o, err = withCertManagerDeployment(o, certDeployment); err != nil {
+				return nil, err
+			}
+		case "ServiceMonitor":
+			if o, err = withCertManagerMonitor(o, certMonitor); err != nil {
+				return nil, err
+			}
 		}
 		name, body, err := objectTemplate(o)
 		if err != nil {
@@ -142,10 +193,82 @@ func chartFiles(artifactsDir string) (map[string][]byte, error) {
 		return nil, err
 	}
 	files["values.yaml"] = values
+	files["values.schema.json"] = []byte(valuesSchema)
 	_, tag, _ := strings.Cut(image(deployment), ":")
 	files["Chart.yaml"] = []byte(header + fmt.Sprintf(chartYAML, homepage, tag))
 	files["templates/_helpers.tpl"] = []byte(helpers)
+	files["templates/NOTES.txt"] = []byte(notes)
 	return files, nil
+}
+
+// container is the Deployment's one container; pod its pod spec.
+func container(deployment map[string]any) map[string]any {
+	return pod(deployment)["containers"].([]any)[0].(map[string]any)
+}
+
+func pod(deployment map[string]any) map[string]any {
+	return deployment["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+}
+
+// withCertManagerDeployment returns the base Deployment with what the
+// cert-manager component adds to it (the Secret's volume and mount, the
+// flags naming its files), each behind the certmanager condition; it
+// fails on any other difference, which the chart would not carry.
+func withCertManagerDeployment(base, cert map[string]any) (map[string]any, error) {
+	base, cert = deepCopy(base), deepCopy(cert)
+	bc, cc := container(base), container(cert)
+	baseArgs, certArgs := bc["args"].([]any), cc["args"].([]any)
+	if len(certArgs) < len(baseArgs) || !slices.Equal(certArgs[:len(baseArgs)], baseArgs) {
+		return nil, fmt.Errorf("the cert-manager component changes the controller's flags %v; the chart only adds flags after them", baseArgs)
+	}
+	certManagerArgs = nil
+	for _, a := range certArgs[len(baseArgs):] {
+		certManagerArgs = append(certManagerArgs, a.(string))
+	}
+	adds := []struct {
+		in  map[string]any
+		key string
+		to  map[string]any
+		v   any
+	}{{in: cc, key: "volumeMounts", to: bc}, {in: pod(cert), key: "volumes", to: pod(base)}}
+	for i, m := range adds {
+		if _, ok := m.to[m.key]; ok {
+			return nil, fmt.Errorf("the Deployment has %s already; the chart adds the cert-manager component's only to none", m.key)
+		}
+		adds[i].v = m.in[m.key]
+		delete(m.in, m.key)
+	}
+	cc["args"] = baseArgs
+	if !reflect.DeepEqual(base, cert) {
+		return nil, fmt.Errorf("the cert-manager component changes the Deployment beyond its volume, mount and flags; teach hack/release/chart to carry it")
+	}
+	for _, m := range adds {
+		m.to["zzzif-certmanager-"+m.key] = m.v
+	}
+	return base, nil
+}
+
+// withCertManagerMonitor returns the base ServiceMonitor with the
+// cert-manager component's tlsConfig as an alternative to its own: the
+// base's (insecureSkipVerify) without cert-manager, the component's (the
+// CA and the Service's name) with it.
+func withCertManagerMonitor(base, cert map[string]any) (map[string]any, error) {
+	base = deepCopy(base)
+	be := base["spec"].(map[string]any)["endpoints"].([]any)
+	ce := cert["spec"].(map[string]any)["endpoints"].([]any)
+	if len(be) != len(ce) {
+		return nil, fmt.Errorf("the cert-manager component changes the ServiceMonitor's endpoints")
+	}
+	for i := range be {
+		e, c := be[i].(map[string]any), ce[i].(map[string]any)
+		if v, ok := c["tlsConfig"].(map[string]any); !ok || v["insecureSkipVerify"] != nil {
+			return nil, fmt.Errorf("the cert-manager component's ServiceMonitor endpoint %d does not verify TLS: %v", i, c["tlsConfig"])
+		}
+		e["zzzif-verifiedtls-tlsConfig"] = c["tlsConfig"]
+		e["zzzif-insecuretls-tlsConfig"] = e["tlsConfig"]
+		delete(e, "tlsConfig")
+	}
+	return base, nil
 }
 
 // image is the image of the Deployment's container.
@@ -204,8 +327,9 @@ func objectTemplate(o map[string]any) (string, []byte, error) {
 				return "", nil, fmt.Errorf("a ServiceMonitor endpoint has scheme %v; the chart expects https", e["scheme"])
 			}
 			e["scheme"] = "@@scheme@@"
-			// Plain HTTP has no token to send and no certificate to check.
-			for _, k := range []string{"bearerTokenFile", "tlsConfig"} {
+			// Plain HTTP has no token to send (and no certificate to
+			// check: withCertManagerMonitor made tlsConfig conditional).
+			for _, k := range []string{"bearerTokenFile"} {
 				if v, ok := e[k]; ok {
 					e["zzzif-secure-"+k] = v
 					delete(e, k)
@@ -259,7 +383,9 @@ func templatize(y string) (string, error) {
 				return "", fmt.Errorf("no condition %q", m[2])
 			}
 			out = append(out, "{{- if "+cond+" }}", m[1]+m[3]+":"+m[4])
-			for i+1 < len(in) && indentOf(in[i+1]) > len(m[1]) {
+			// The key's block: deeper lines, and the items of a list,
+			// which YAML's writer puts at the key's own indentation.
+			for i+1 < len(in) && (indentOf(in[i+1]) > len(m[1]) || indentOf(in[i+1]) == len(m[1]) && strings.HasPrefix(in[i+1][len(m[1]):], "- ")) {
 				i++
 				out = append(out, in[i])
 			}
@@ -313,7 +439,6 @@ func valuesFile(deployment map[string]any) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	err = template.Must(template.New("values").Parse(valuesYAML)).Execute(&b, map[string]any{
-		"Namespace": deployNamespace,
 		"Replicas":  spec["replicas"],
 		"Image":     repo,
 		"Resources": indent(string(resources), "  "),
@@ -359,7 +484,24 @@ appVersion: %s
 kubeVersion: ">=1.32.0-0"
 `
 
-const helpers = templateHeader + `{{/* The labels Helm's tooling expects on every object, beside the
+const helpers = templateHeader + `{{/* The controller's namespace: the release's, or namespaceOverride.
+It is written into the admission policies' CEL expressions as a string
+literal, so anything but a DNS-1123 label is refused here, whatever
+values.schema.json (which --skip-schema-validation skips) let through.
+It also refuses the cert-manager option without HTTPS, which it would
+serve nothing to. */}}
+{{- define "podtoip-controller.namespace" -}}
+{{- $ns := .Values.namespaceOverride | default .Release.Namespace | toString -}}
+{{- if or (gt (len $ns) 63) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $ns)) -}}
+{{- fail (printf "the controller's namespace %q (namespaceOverride, or the release's namespace) is not a DNS-1123 label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit" $ns) -}}
+{{- end -}}
+{{- if and .Values.metrics.certManager.enabled (not .Values.metrics.secure) -}}
+{{- fail "metrics.certManager.enabled needs metrics.secure: the certificate is for the HTTPS metrics endpoint" -}}
+{{- end -}}
+{{- $ns -}}
+{{- end }}
+
+{{/* The labels Helm's tooling expects on every object, beside the
 manifests' own (which the chart keeps: selectors do not change). */}}
 {{- define "podtoip-controller.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 }}
@@ -370,14 +512,19 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 `
 
 const valuesYAML = `
-# The namespace of the controller, its ServiceAccount and everything
-# namespaced; the admission policies exempt the ServiceAccount there. It is
-# independent of the release's namespace (helm install -n), which only
-# holds Helm's record of the release.
-namespace: {{ .Namespace }}
-# Create the namespace, labelled to enforce the "restricted" Pod Security
-# Standard. false: it exists already (give it those labels yourself).
-createNamespace: true
+# The controller, its ServiceAccount and everything namespaced go to the
+# release's namespace (helm install -n NAMESPACE), which the admission
+# policies then exempt the ServiceAccount in. namespaceOverride: another
+# namespace instead (a DNS-1123 label). Give the controller a namespace of
+# its own: whoever can create pods, tokens or secrets, or exec, there can
+# act as it and write the answers.
+namespaceOverride: ""
+# Create the controller's namespace, labelled to enforce the "restricted"
+# Pod Security Standard. For namespaceOverride, or for helm template |
+# kubectl apply -f -: helm install needs the release's own namespace to
+# exist first (helm install --create-namespace), and cannot then take it
+# over; label that one yourself (NOTES.txt says how).
+createNamespace: false
 
 image:
   repository: {{ .Image }}
@@ -402,10 +549,19 @@ metrics:
   # HTTPS, only for callers the API server authorizes (ClusterRole
   # podtoip-controller-metrics-reader). false: plain HTTP (--metrics-secure=false).
   secure: true
+  # A certificate for the metrics endpoint from cert-manager (its CRDs
+  # must be installed), from a CA of the controller's own, instead of a
+  # self-signed one; the ServiceMonitor then verifies it (the CA and the
+  # Service's name) instead of skipping verification. Needs secure.
+  certManager:
+    enabled: false
   # A ServiceMonitor for the Prometheus Operator (its CRDs must be installed).
   serviceMonitor:
     enabled: false
-  # The alert rules of artifacts/monitoring, as a PrometheusRule.
+  # The alert rules of artifacts/monitoring, as a PrometheusRule, among
+  # them PodToIpAdmissionPolicyNotBound: without them, or another alert on
+  # podtoip_admission_policy_bound, nothing says when the policies stop
+  # protecting the answers.
   prometheusRule:
     enabled: false
 
@@ -414,4 +570,122 @@ policy:
   # PodToIps and the history (docs/operations.md, "The admission policy").
   # Off, anyone RBAC lets write them can forge the answers.
   enabled: true
+`
+
+// valuesSchema is values.schema.json: helm install, upgrade, lint and
+// template refuse values of the wrong type, unknown values (a typo, or
+// the namespace value of older charts, would otherwise be ignored), and a
+// namespaceOverride that is not a DNS-1123 label.
+const valuesSchema = `{
+  "$schema": "http://json-schema.org/draft-07/schema#",
+  "title": "podtoip-controller values",
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+    "namespaceOverride": {
+      "description": "The controller's namespace instead of the release's: a DNS-1123 label, or empty.",
+      "type": "string",
+      "maxLength": 63,
+      "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"
+    },
+    "createNamespace": {"type": "boolean"},
+    "image": {
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "repository": {"type": "string", "minLength": 1},
+        "tag": {"type": "string"}
+      }
+    },
+    "replicas": {"type": "integer", "minimum": 0},
+    "resources": {
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "requests": {"type": "object", "additionalProperties": {"type": ["string", "number"]}},
+        "limits": {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
+      }
+    },
+    "workers": {
+      "description": "--workers; empty for the controller's default.",
+      "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": "^([1-9][0-9]*)?$"}]
+    },
+    "historyRetention": {
+      "description": "--history-retention, a Go duration (24h, 90m); 0 turns the history off; empty for the controller's default.",
+      "anyOf": [{"type": "integer", "enum": [0]}, {"type": "string", "pattern": "^(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)?$"}]
+    },
+    "metrics": {
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "secure": {"type": "boolean"},
+        "certManager": {"type": "object", "additionalProperties": false, "properties": {"enabled": {"type": "boolean"}}},
+        "serviceMonitor": {"type": "object", "additionalProperties": false, "properties": {"enabled": {"type": "boolean"}}},
+        "prometheusRule": {"type": "object", "additionalProperties": false, "properties": {"enabled": {"type": "boolean"}}}
+      }
+    },
+    "policy": {"type": "object", "additionalProperties": false, "properties": {"enabled": {"type": "boolean"}}}
+  }
+}
+`
+
+// notes is NOTES.txt, what helm install prints: how to check the install,
+// and a warning for each setting that leaves the answers unprotected or
+// unwatched.
+const notes = templateHeader + `{{- $ns := include "podtoip-controller.namespace" . -}}
+podtoip-controller runs in namespace {{ $ns }}, as the ServiceAccount
+{{ $ns }}/podtoip-controller. Check the install, as a cluster admin:
+
+  kubectl -n {{ $ns }} rollout status deploy/podtoip-controller
+  kubectl ptp check --controller-namespace {{ $ns }}
+{{- if not .Values.policy.enabled }}
+
+WARNING: policy.enabled is false: the admission policies are not installed.
+Anyone RBAC lets write PodToIps or IPHistories (a namespace admin, a tenant
+with "*" on its namespace) can make "who has this IP?" and "who had it?"
+name the wrong pod. Set policy.enabled=true unless another policy guards them.
+{{- end }}
+{{- if not .Values.metrics.prometheusRule.enabled }}
+
+WARNING: metrics.prometheusRule.enabled is false: no alert fires when the
+admission policies stop being in force (PodToIpAdmissionPolicyNotBound),
+nor on conflicts or foreign objects. Set it (with the Prometheus
+Operator), or alert on podtoip_admission_policy_bound == 0 yourself.
+{{- end }}
+{{- if and .Values.metrics.serviceMonitor.enabled .Values.metrics.secure (not .Values.metrics.certManager.enabled) }}
+
+NOTE: the ServiceMonitor skips TLS verification of the controller's
+self-signed certificate; metrics.certManager.enabled=true makes it verify
+a certificate from cert-manager.
+{{- end }}
+{{- if not .Values.createNamespace }}
+
+Label the namespace to enforce the "restricted" Pod Security Standard the
+controller is built for:
+
+  kubectl label namespace {{ $ns }} pod-security.kubernetes.io/enforce=restricted
+{{- end }}
+{{- $others := list }}
+{{- range (lookup "v1" "ServiceAccount" $ns "").items }}
+{{- if not (has .metadata.name (list "default" "podtoip-controller")) }}
+{{- $others = append $others (printf "ServiceAccount %s" .metadata.name) }}
+{{- end }}
+{{- end }}
+{{- range (lookup "v1" "Pod" $ns "").items }}
+{{- if ne (.spec.serviceAccountName | default "default") "podtoip-controller" }}
+{{- $others = append $others (printf "pod %s" .metadata.name) }}
+{{- end }}
+{{- end }}
+{{- if or $others (has $ns (list "default" "kube-system" "kube-public")) }}
+
+WARNING: namespace {{ $ns }} is shared{{ if $others }}: it holds {{ join ", " $others }}{{ end }}.
+The admission policies exempt the controller's ServiceAccount there, and
+anyone who can create pods, tokens or secrets, or exec, in {{ $ns }} can act
+as it and write the answers. Install the controller in a namespace of its
+own (helm install -n, or namespaceOverride).
+{{- else }}
+
+Keep {{ $ns }} to the controller alone: anyone who can create pods, tokens or
+secrets, or exec, there can act as its ServiceAccount and write the answers.
+{{- end }}
 `

@@ -5,10 +5,10 @@
 // Usage:
 //
 //	go run ./chart generate -artifacts DIR -out DIR
-//	go run ./chart render -chart DIR [-set key=value,...]
+//	go run ./chart render -chart DIR [-namespace NS] [-set key=value,...]
 //
-// render prints the manifests in the order `helm install` applies them,
-// for `kubectl apply -f -`.
+// render prints the manifests in the order `helm install -n NS` applies
+// them (NS podtoip-system unless given), for `kubectl apply -f -`.
 package main
 
 import (
@@ -44,11 +44,12 @@ func main() {
 		fs := flag.NewFlagSet("render", flag.ExitOnError)
 		chartDir := fs.String("chart", "", "The chart's directory.")
 		set := fs.String("set", "", "Values, as helm's --set: key=value,key2=value2.")
+		ns := fs.String("namespace", helmchart.DefaultNamespace, "The release's namespace, as helm install -n: where the controller goes unless namespaceOverride is set.")
 		_ = fs.Parse(os.Args[2:])
 		if *chartDir == "" || fs.NArg() > 0 {
 			usage()
 		}
-		out, err := helmchart.Manifests(*chartDir, *set)
+		out, err := helmchart.Manifests(*chartDir, helmchart.Options{Namespace: *ns, Set: *set})
 		if err != nil {
 			fail("render %s: %v", *chartDir, err)
 		}
@@ -59,7 +60,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage:\n  chart generate -artifacts DIR -out DIR\n  chart render -chart DIR [-set key=value,...]")
+	fmt.Fprintln(os.Stderr, "usage:\n  chart generate -artifacts DIR -out DIR\n  chart render -chart DIR [-namespace NS] [-set key=value,...]")
 	os.Exit(2)
 }
 

@@ -182,7 +182,7 @@ func checkChart(path string, r release) error {
 	if chrt.Metadata.Version != r.chartVersion() {
 		return fmt.Errorf("%s is chart version %s, want %s", path, chrt.Metadata.Version, r.chartVersion())
 	}
-	manifests, err := helmchart.Manifests(path, "")
+	manifests, err := helmchart.Manifests(path, helmchart.Options{})
 	if err != nil {
 		return fmt.Errorf("rendering %s: %w", path, err)
 	}
