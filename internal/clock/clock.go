@@ -4,7 +4,7 @@
 // log's). A replica whose clock is off by a second would state a pod as
 // certain a second after it let go. So each response of the API server is
 // a sample of its clock (its Date header, to the second), bounded by the
-// request's round trip, and the samples of the last minutes together
+// request's round trip, and the samples of the last minute or two together
 // bound the offset; the history widens every time it records by it, and
 // stops vouching for time while it is too large.
 package clock
@@ -21,23 +21,43 @@ type Server struct {
 	now    func() time.Time
 	window time.Duration
 
-	mu      sync.Mutex
-	samples []sample
-	lo, hi  time.Duration
-	known   bool
+	mu sync.Mutex
+	// cur and prev intersect the samples of the current window and of the
+	// one before: the offset's bound spans one to two windows of samples,
+	// at a constant cost a response.
+	cur, prev span
+	lo, hi    time.Duration
+	known     bool
 }
 
-// sample is what one response says: the offset lies in [lo, hi], the
-// response arriving at local time at.
-type sample struct {
+// span is the intersection of the samples since start: the offset lies in
+// [lo, hi]; n counts them (0: none).
+type span struct {
 	lo, hi time.Duration
-	at     time.Time
+	start  time.Time
+	n      int
 }
 
-// Window is how long a sample counts: long enough for the samples' phases
-// against the server's whole seconds to spread (a Date is truncated to the
-// second), short enough to follow a clock that drifts or is stepped.
-const Window = 2 * time.Minute
+// take narrows s by the sample [lo, hi], and reports false, changing
+// nothing, if they do not meet (a clock was stepped).
+func (s *span) take(lo, hi time.Duration) bool {
+	if s.n == 0 {
+		s.lo, s.hi, s.n = lo, hi, 1
+		return true
+	}
+	nlo, nhi := max(s.lo, lo), min(s.hi, hi)
+	if nlo > nhi {
+		return false
+	}
+	s.lo, s.hi, s.n = nlo, nhi, s.n+1
+	return true
+}
+
+// Window is how long a window of samples lasts: long enough for the
+// samples' phases against the server's whole seconds to spread (a Date is
+// truncated to the second), short enough to follow a clock that drifts or
+// is stepped.
+const Window = time.Minute
 
 // New returns a Server on the local clock now (nil: time.Now).
 func New(now func() time.Time) *Server {
@@ -79,37 +99,27 @@ func (s *Server) Observe(date, sent, received time.Time) {
 	if received.Before(sent) {
 		return // the local clock was stepped back meanwhile
 	}
-	n := sample{lo: date.Sub(received), hi: date.Add(time.Second).Sub(sent), at: received}
+	lo, hi := date.Sub(received), date.Add(time.Second).Sub(sent)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keep := s.samples[:0]
-	for _, o := range s.samples {
-		if received.Sub(o.at) < s.window {
-			keep = append(keep, o)
+	if s.cur.n > 0 && received.Sub(s.cur.start) >= s.window {
+		s.prev, s.cur = s.cur, span{}
+	}
+	if s.cur.n == 0 {
+		s.cur.start = received
+	}
+	if !s.cur.take(lo, hi) {
+		// Stepped: the samples before say nothing of the clock now.
+		s.prev, s.cur = span{}, span{start: received}
+		s.cur.take(lo, hi)
+	}
+	s.lo, s.hi = s.cur.lo, s.cur.hi
+	if s.prev.n > 0 {
+		if nlo, nhi := max(s.lo, s.prev.lo), min(s.hi, s.prev.hi); nlo <= nhi {
+			s.lo, s.hi = nlo, nhi
 		}
 	}
-	s.samples = append(keep, n)
-	s.bound()
-}
-
-// bound intersects the samples, newest first; where an older one does not
-// meet the newer ones (a clock was stepped), the older ones are dropped.
-func (s *Server) bound() {
-	last := len(s.samples) - 1
-	lo, hi := s.samples[last].lo, s.samples[last].hi
-	i := last - 1
-	for ; i >= 0; i-- {
-		o := s.samples[i]
-		nlo, nhi := max(lo, o.lo), min(hi, o.hi)
-		if nlo > nhi {
-			break
-		}
-		lo, hi = nlo, nhi
-	}
-	if i >= 0 {
-		s.samples = append(s.samples[:0], s.samples[i+1:]...)
-	}
-	s.lo, s.hi, s.known = lo, hi, true
+	s.known = true
 }
 
 // Offset returns the bounds of the server's clock minus this process's,
