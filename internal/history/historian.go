@@ -281,12 +281,6 @@ func (h *Historian) offset() (lo, hi time.Duration) {
 	return lo, hi
 }
 
-// skew is how far this process's clock may be from the API server's.
-func (h *Historian) skew() time.Duration {
-	lo, hi := h.offset()
-	return max(lo, -lo, hi, -hi)
-}
-
 // late and early are now as the latest and the earliest the API server's
 // clock can show: a start or an end is recorded as seen (late) no earlier,
 // and the last time the view was proven (early) no later, than the
@@ -422,15 +416,6 @@ func (h *Historian) Terminating(pod *podinfo.Pod, addrs []string) {
 			}
 		})
 	}
-}
-
-// terminatingOf returns the earliest time the pod uid can have begun
-// terminating, if it was seen to.
-func (h *Historian) terminatingOf(uid slim.UID) (time.Time, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t, ok := h.terminatingSince[uid]
-	return t, ok
 }
 
 // terminated returns when the pod uid was seen to begin terminating (zero

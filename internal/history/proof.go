@@ -78,10 +78,7 @@ func (h *Historian) changedAfter(rv string) time.Time {
 	if h.progress.FromList(rv) {
 		return unbounded
 	}
-	v, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		return unbounded
-	}
+	v := parseRV(rv) // 0 if none: before every read
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := sort.Search(len(h.probes), func(i int) bool { return h.probes[i].rv >= v })

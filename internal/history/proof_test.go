@@ -226,6 +226,21 @@ func TestHistoryChangeSeenLate(t *testing.T) {
 	}
 }
 
+// listing makes the Historian's reads of the pods' resourceVersion, and
+// the lists of its pod informer (wrapped by Progress), give *version; it
+// returns a list of the pods, as the informer makes when it lists them.
+func (f *historyFixture) listing(version *string) (list func()) {
+	f.h.probe = func(context.Context) (string, error) { return *version, nil }
+	lw := f.h.progress.Wrap(&cache.ListWatch{ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+		return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: *version}}, nil
+	}})
+	return func() {
+		if _, err := lw.ListWithContextFunc(context.Background(), metav1.ListOptions{}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
 // TestHistoryRelistEndsTheCoverage checks a pod informer that listed the
 // pods again (its watch broke off): pods may have come and gone unseen
 // between, so the coverage does not reach across; a new interval starts at
@@ -234,15 +249,7 @@ func TestHistoryRelistEndsTheCoverage(t *testing.T) {
 	f := newHistoryFixture(t)
 	start := f.now
 	version := "100"
-	f.h.probe = func(context.Context) (string, error) { return version, nil }
-	lw := f.h.progress.Wrap(&cache.ListWatch{ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
-		return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: version}}, nil
-	}})
-	list := func() {
-		if _, err := lw.ListWithContextFunc(context.Background(), metav1.ListOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	list := f.listing(&version)
 	list() // the initial list
 	if err := f.h.load(context.Background()); err != nil {
 		t.Fatal(err)
@@ -282,15 +289,7 @@ func TestHistoryRelistBoundsWhatItDelivers(t *testing.T) {
 			f.late = true
 			start := f.now
 			version := "100"
-			f.h.probe = func(context.Context) (string, error) { return version, nil }
-			lw := f.h.progress.Wrap(&cache.ListWatch{ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
-				return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: version}}, nil
-			}})
-			list := func() {
-				if _, err := lw.ListWithContextFunc(context.Background(), metav1.ListOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			list := f.listing(&version)
 			list() // the initial list
 			if _, err := f.h.probeNow(context.Background()); err != nil {
 				t.Fatal(err)
@@ -471,7 +470,7 @@ func TestHistoryWidensByTheClockOffset(t *testing.T) {
 				local := start.Add(time.Duration(ms) * time.Millisecond)
 				f.h.clock.Observe(local.Add(offset).Truncate(time.Second), local, local)
 			}
-			spread := f.h.skew()
+			spread := f.h.clock.Spread()
 			if spread < offset || spread > offset+50*time.Millisecond {
 				t.Fatalf("skew = %v, want about %v", spread, offset)
 			}

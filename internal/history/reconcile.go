@@ -117,12 +117,12 @@ func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]see
 	for _, hold := range OpenHolds(o) {
 		s := seen[slim.ToUID(hold.PodUID)]
 		holding := slices.ContainsFunc(holders, func(x Hold) bool { return x.PodUID == hold.PodUID })
-		since, terminating := h.terminatingOf(slim.ToUID(hold.PodUID))
+		since := h.terminated(slim.ToUID(hold.PodUID), false)
 		switch {
 		case !h.inScope(hold.Namespace):
 		case holding && (!s.back() || !hold.From.Time.Before(floor(lastFrom(s)).Time)):
 			// Held since it was opened, or the hold since it came back.
-		case s.end.IsZero() && terminating && !taken.IsZero():
+		case s.end.IsZero() && !since.IsZero() && !taken.IsZero():
 			// Terminating, its address given to a pod that is not: it let
 			// go of it after its termination began and before the
 			// newcomer got it.
@@ -149,7 +149,7 @@ func (h *Historian) applySeen(o *IPHistory, now time.Time, seen map[slim.UID]see
 		}
 	}
 	for _, hold := range OpenHolds(o) {
-		if since, ok := h.terminatingOf(slim.ToUID(hold.PodUID)); ok {
+		if since := h.terminated(slim.ToUID(hold.PodUID), false); !since.IsZero() {
 			changed = MarkTerminating(o, hold.PodUID, since) || changed
 		}
 	}
@@ -184,13 +184,6 @@ func takenAt(holders []Hold) time.Time {
 		}
 	}
 	return t
-}
-
-func earliest(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 // overflowStart is the earliest start of the holds Open refused, and how
@@ -304,7 +297,7 @@ func (h *Historian) holdersOf(addr string, now time.Time, seen map[slim.UID]seen
 	var out []Hold
 	for _, pod := range h.holding(addr) {
 		hold := Hold{Namespace: pod.Namespace, Pod: pod.Name, PodUID: pod.UID.UID(), Node: pod.NodeName}
-		if since, ok := h.terminatingOf(pod.UID); ok && pod.Terminating() {
+		if since := h.terminated(pod.UID, false); !since.IsZero() && pod.Terminating() {
 			t := NewTime(since)
 			hold.TerminatingSince = &t
 		}
