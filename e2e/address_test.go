@@ -340,16 +340,7 @@ func goCmd(t *testing.T, dir string, args ...string) []byte {
 // restart.
 func TestAddressUpgradeFromLegacyShape(t *testing.T) {
 	oldBinary, oldCRD := buildLegacy(t, legacyCommit)
-	logf, err := os.Create(suite.ProcessLog("upgrade-controlplane.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	own, err := controlplane.Start(controlplane.Options{Output: logf})
-	if err != nil {
-		t.Fatalf("starting a control plane: %v", err)
-	}
-	defer own.Stop()
+	own := suite.StartBareControlPlane(t, "upgrade-controlplane.log")
 	if _, err := own.Kubectl(t.Context(), "apply", "-f", oldCRD); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -27,16 +26,7 @@ const secondsCommit = "3ca91245a787fcafb28cfbc9e45891ce9d6270d4"
 // with a patch, reading nothing back), and who-had answers from both.
 func TestHistoryUpgradeFromWholeSeconds(t *testing.T) {
 	oldBinary, oldCRD := buildLegacy(t, secondsCommit)
-	logf, err := os.Create(suite.ProcessLog("history-upgrade-controlplane.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	own, err := controlplane.Start(controlplane.Options{Output: logf})
-	if err != nil {
-		t.Fatalf("starting a control plane: %v", err)
-	}
-	defer own.Stop()
+	own := suite.StartBareControlPlane(t, "history-upgrade-controlplane.log")
 	env := suite.On(own)
 	if out, err := own.Kubectl(t.Context(), "apply", "-f", oldCRD); err != nil {
 		t.Fatalf("applying the previous CRDs: %v\n%s", err, out)
