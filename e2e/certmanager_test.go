@@ -378,18 +378,8 @@ func scrapeVerified(ctx context.Context, url, token, serverName string, pool *x5
 		DisableKeepAlives: true,
 		TLSClientConfig:   &tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12},
 	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
+	code, body, err := framework.GetWith(ctx, client, url, token)
+	return code, string(body), err
 }
 
 // TestMetricsTLSVerifiedAndReloaded runs the controller with a certificate

@@ -187,18 +187,8 @@ func getFromWithin(ctx context.Context, url, token, local string, within time.Du
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
 	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
+	code, body, err := framework.GetWith(ctx, client, url, token)
+	return code, string(body), err
 }
 
 // TestMetricsIdleConnectionsAreCapped opens many kept-alive connections

@@ -90,6 +90,12 @@ func get(ctx context.Context, url string) (int, []byte, error) {
 }
 
 func getAs(ctx context.Context, url, token string) (int, []byte, error) {
+	return GetWith(ctx, insecureClient, url, token)
+}
+
+// GetWith gets url with client, as token ("": none), and returns the
+// status code and the body.
+func GetWith(ctx context.Context, client *http.Client, url, token string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, nil, err
@@ -97,7 +103,7 @@ func getAs(ctx context.Context, url, token string) (int, []byte, error) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := insecureClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
