@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -157,12 +156,7 @@ const metadataBound = 4096
 // that was larger before the policy was installed can be trimmed, not
 // grown. The controller, exempt, still updates that mirror.
 func TestPolicyBoundsUserMetadata(t *testing.T) {
-	for _, f := range []string{"namespace.yaml", "rbac.yaml"} {
-		if out, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(cp.Root, "artifacts", f)); err != nil {
-			t.Fatalf("kubectl apply -f artifacts/%s: %v\n%s", f, err, out)
-		}
-	}
-	saKubeconfig := suite.TokenKubeconfig(t, saToken(t, cp, framework.DeployNamespace, "podtoip-controller"))
+	saKubeconfig := installShippedRBAC(t, cp)
 	ns := suite.NewNamespace(t)
 	tenant := tenantIn(t, ns)
 	p := suite.StartControllerAs(t, saKubeconfig, "--namespace", ns)

@@ -111,12 +111,7 @@ func renderPolicies(t *testing.T, dir string) (map[string]admissionregistrationv
 func TestPolicyOnlyTheControllerAddsFinalizers(t *testing.T) {
 	// The shipped namespace and RBAC, and the controller running as its
 	// ServiceAccount, first; the policy once a tenant has added finalizers.
-	for _, f := range []string{"namespace.yaml", "rbac.yaml"} {
-		if out, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(cp.Root, "artifacts", f)); err != nil {
-			t.Fatalf("kubectl apply -f artifacts/%s: %v\n%s", f, err, out)
-		}
-	}
-	saKubeconfig := suite.TokenKubeconfig(t, saToken(t, cp, framework.DeployNamespace, "podtoip-controller"))
+	saKubeconfig := installShippedRBAC(t, cp)
 	ns := suite.NewNamespace(t)
 	tenant := tenantIn(t, ns)
 	p := suite.StartControllerAs(t, saKubeconfig, "--namespace", ns)

@@ -26,14 +26,24 @@ import (
 // returns a kubeconfig of the controller's ServiceAccount.
 func installShippedTrust(t *testing.T, cp *controlplane.ControlPlane) string {
 	t.Helper()
-	dir := filepath.Join(cp.Root, "artifacts")
-	for _, f := range []string{"namespace.yaml", "rbac.yaml", "policy.yaml"} {
-		if out, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(dir, f)); err != nil {
-			t.Fatalf("kubectl apply -f artifacts/%s: %v\n%s", f, err, out)
-		}
+	sa := installShippedRBAC(t, cp)
+	if out, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(cp.Root, "artifacts", "policy.yaml")); err != nil {
+		t.Fatalf("kubectl apply -f artifacts/policy.yaml: %v\n%s", err, out)
 	}
 	removePolicyAtEnd(t, cp)
 	waitPolicy(t.Context(), t, cp, true)
+	return sa
+}
+
+// installShippedRBAC applies the shipped namespace and RBAC to cp and
+// returns a kubeconfig of the controller's ServiceAccount.
+func installShippedRBAC(t *testing.T, cp *controlplane.ControlPlane) string {
+	t.Helper()
+	for _, f := range []string{"namespace.yaml", "rbac.yaml"} {
+		if out, err := cp.Kubectl(t.Context(), "apply", "-f", filepath.Join(cp.Root, "artifacts", f)); err != nil {
+			t.Fatalf("kubectl apply -f artifacts/%s: %v\n%s", f, err, out)
+		}
+	}
 	return suite.On(cp).TokenKubeconfig(t, saToken(t, cp, framework.DeployNamespace, "podtoip-controller"))
 }
 
