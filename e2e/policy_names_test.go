@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -88,9 +87,9 @@ func TestNamePrefixOverlayKeepsThePoliciesFound(t *testing.T) {
 		if out, err := cp.Kubectl(ctx, "delete", "--ignore-not-found", "-f", manifests); err != nil {
 			t.Errorf("removing the overlay's objects: %v\n%s", err, out)
 		}
-		waitRenamedPolicy(ctx, t, prefix+"podtoip-controller", false)
+		waitPolicyNamed(ctx, t, cp, prefix+"podtoip-controller", false)
 	})
-	waitRenamedPolicy(t.Context(), t, prefix+"podtoip-controller", true)
+	waitPolicyNamed(t.Context(), t, cp, prefix+"podtoip-controller", true)
 
 	sa := suite.TokenKubeconfig(t, saToken(t, cp, framework.DeployNamespace, prefix+"podtoip-controller"))
 	ns := suite.NewNamespace(t)
@@ -128,22 +127,5 @@ func TestNamePrefixOverlayKeepsThePoliciesFound(t *testing.T) {
 		if !strings.Contains(squeezed, want) {
 			t.Errorf("kubectl ptp check of the namePrefix overlay does not say %q:\n%s%s", want, out, errOut)
 		}
-	}
-}
-
-// waitRenamedPolicy waits until the API server enforces the policy named
-// policy, or no longer does: a dry run of a forged create by the admin is
-// refused by it, or not.
-func waitRenamedPolicy(ctx context.Context, t *testing.T, policy string, enforced bool) {
-	t.Helper()
-	var out string
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.Kubeconfig, "create", "--dry-run=server", "-f", "-")
-		cmd.Stdin = strings.NewReader(forgedMirror("default", "policy-probe", "10.244.79.1"))
-		b, _ := cmd.CombinedOutput()
-		out = string(b)
-		return strings.Contains(out, "ValidatingAdmissionPolicy '"+policy+"'") == enforced, nil
-	}); err != nil {
-		t.Errorf("the admission policy %s enforced=%v after 30 s; a dry-run create by the admin says: %s", policy, !enforced, out)
 	}
 }

@@ -66,15 +66,22 @@ func removePolicyAtEnd(t *testing.T, cp *controlplane.ControlPlane) {
 // forged create by the admin is refused by it, or not.
 func waitPolicy(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, enforced bool) {
 	t.Helper()
+	waitPolicyNamed(ctx, t, cp, "podtoip-controller", enforced)
+}
+
+// waitPolicyNamed is waitPolicy for the policy named policy (renamed by an
+// overlay).
+func waitPolicyNamed(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, policy string, enforced bool) {
+	t.Helper()
 	var out string
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.Kubeconfig, "create", "--dry-run=server", "-f", "-")
 		cmd.Stdin = strings.NewReader(forgedMirror("default", "policy-probe", "10.244.79.1"))
 		b, _ := cmd.CombinedOutput()
 		out = string(b)
-		return strings.Contains(out, "ValidatingAdmissionPolicy 'podtoip-controller'") == enforced, nil
+		return strings.Contains(out, "ValidatingAdmissionPolicy '"+policy+"'") == enforced, nil
 	}); err != nil {
-		t.Errorf("the admission policy enforced=%v after 30 s; a dry-run create by the admin says: %s", !enforced, out)
+		t.Errorf("the admission policy %s enforced=%v after 30 s; a dry-run create by the admin says: %s", policy, !enforced, out)
 	}
 }
 
