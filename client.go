@@ -40,6 +40,8 @@ type PodToIpInterface interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Create(ctx context.Context, obj *PodToIp, opts metav1.CreateOptions) (*PodToIp, error)
 	Update(ctx context.Context, obj *PodToIp, opts metav1.UpdateOptions) (*PodToIp, error)
+	// Patch sends a JSON patch (RFC 6902) of the object name.
+	Patch(ctx context.Context, name string, patch []byte, opts metav1.PatchOptions) (*PodToIp, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
@@ -117,25 +119,36 @@ func (p *podToIps) Watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 }
 
 func (p *podToIps) Create(ctx context.Context, obj *PodToIp, opts metav1.CreateOptions) (*PodToIp, error) {
-	return p.send(ctx, http.MethodPost, "", obj, kubeclient.WriteOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation})
+	body, err := bodyOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	return p.send(ctx, http.MethodPost, "", body, kubeclient.WriteOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation})
 }
 
 func (p *podToIps) Update(ctx context.Context, obj *PodToIp, opts metav1.UpdateOptions) (*PodToIp, error) {
 	if obj.Name == "" {
 		return nil, fmt.Errorf("updating a %s in %q: the object has no name", Resource, p.ns)
 	}
-	return p.send(ctx, http.MethodPut, obj.Name, obj, kubeclient.WriteOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation})
-}
-
-// send writes obj (a create when name is "") and returns the metadata of
-// the object the API server wrote (see PodToIpInterface).
-func (p *podToIps) send(ctx context.Context, method, name string, obj *PodToIp, opts kubeclient.WriteOptions) (*PodToIp, error) {
-	if opts.FieldManager == "" {
-		opts.FieldManager = p.client.fieldManager
-	}
 	body, err := bodyOf(obj)
 	if err != nil {
 		return nil, err
+	}
+	return p.send(ctx, http.MethodPut, obj.Name, body, kubeclient.WriteOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation})
+}
+
+func (p *podToIps) Patch(ctx context.Context, name string, patch []byte, opts metav1.PatchOptions) (*PodToIp, error) {
+	if name == "" {
+		return nil, fmt.Errorf("patching a %s in %q: the name is empty", Resource, p.ns)
+	}
+	return p.send(ctx, http.MethodPatch, name, patch, kubeclient.WriteOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation})
+}
+
+// send writes body (a create when name is "") and returns the metadata of
+// the object the API server wrote (see PodToIpInterface).
+func (p *podToIps) send(ctx context.Context, method, name string, body []byte, opts kubeclient.WriteOptions) (*PodToIp, error) {
+	if opts.FieldManager == "" {
+		opts.FieldManager = p.client.fieldManager
 	}
 	res, err := p.client.write.Do(ctx, method, p.ns, name, opts, body)
 	if err != nil {

@@ -97,9 +97,9 @@ func splitWatchEvent(data []byte) (typ string, obj []byte, ok bool) {
 
 // decodeCachedMirror reads a PodToIp with the fields the cache keeps
 // (toMirrorInfo): identity, resourceVersion, labels, annotations,
-// finalizers, generateName, owner references, whether it is being deleted,
-// and every field of the mirror. Other metadata (creationTimestamp,
-// generation, managedFields) is skipped, checked only to be
+// finalizers, generateName, owner references, generation, whether it is
+// being deleted, and every field of the mirror. Other metadata
+// (creationTimestamp, managedFields) is skipped, checked only to be
 // valid JSON. It declines (ok false) anything but a PodToIp of this group's
 // version, and any input jsonscan declines.
 func decodeCachedMirror(data []byte) (m *PodToIp, ok bool) {
@@ -164,6 +164,8 @@ func decodeMirrorMeta(c *jsonscan.Cursor, meta *metav1.ObjectMeta) bool {
 			meta.UID, ok = uid(c)
 		case "resourceVersion":
 			meta.ResourceVersion, ok = c.Str()
+		case "generation":
+			meta.Generation, ok = c.Int()
 		case "deletionTimestamp":
 			meta.DeletionTimestamp, ok = timestamp(c)
 		case "labels":

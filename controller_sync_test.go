@@ -57,6 +57,35 @@ func TestSyncToleratesStaleCacheErrors(t *testing.T) {
 	}
 }
 
+// TestSyncConflictedUpdateIsPatched checks that an update refused for its
+// resourceVersion (a user edited the mirror's labels since the cache saw
+// it) is sent again at once as a patch guarded by the cached generation,
+// and that the write tracker then waits for the patched version: a user
+// who keeps editing labels cannot hold the update off.
+func TestSyncConflictedUpdateIsPatched(t *testing.T) {
+	f := newFixture(t)
+	_ = f.pods.Add(testPod())
+	m := desiredFor(testPod())
+	m.PodAddress, m.Generation = "10.0.0.1", 3
+	f.cached(m, "m-1", "7")
+	f.client.updateErr = apierrors.NewConflict(mirrorsGR, "web", nil)
+	f.sync("web")
+	f.expectActions("update ns/web", "patch ns/web")
+	if !f.waiting("web") {
+		t.Error("after the patch, the next reconcile does not wait for the cache to show it")
+	}
+
+	// Without a generation (not read from the API server) there is no
+	// guard: the conflict waits for the cache, as before.
+	f = newFixture(t)
+	_ = f.pods.Add(testPod())
+	m.Generation = 0
+	f.cached(m, "m-1", "7")
+	f.client.updateErr = apierrors.NewConflict(mirrorsGR, "web", nil)
+	f.sync("web")
+	f.expectActions("update ns/web")
+}
+
 // TestSyncCreateRejectedInTerminatingNamespace checks that a create refused
 // because the namespace is being deleted is not an error (the pod goes
 // away with its namespace), while any other refusal is returned for retry.

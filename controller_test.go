@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +39,9 @@ type fakeMirrors struct {
 	mu      sync.Mutex
 	actions []string
 	err     error // returned by every write when set
-	rv      int
+	// updateErr, when set, is returned by every update.
+	updateErr error
+	rv        int
 
 	// When entered is set, every write announces itself there and then
 	// waits for release to be closed.
@@ -82,9 +85,26 @@ func (n *fakeNS) Create(_ context.Context, obj *PodToIp, _ metav1.CreateOptions)
 }
 func (n *fakeNS) Update(_ context.Context, obj *PodToIp, _ metav1.UpdateOptions) (*PodToIp, error) {
 	rv, err := n.record("update", obj.Name)
+	if n.f.updateErr != nil {
+		return nil, n.f.updateErr
+	}
 	out := obj.DeepCopy()
 	out.ResourceVersion = rv
 	return out, err
+}
+
+// Patch answers as the API server does when the patch's tests pass: the
+// object (its UID is the one the patch tests) at a new resourceVersion.
+func (n *fakeNS) Patch(_ context.Context, name string, patch []byte, _ metav1.PatchOptions) (*PodToIp, error) {
+	rv, err := n.record("patch", name)
+	var ops []struct {
+		Op, Path string
+		Value    any
+	}
+	if jerr := json.Unmarshal(patch, &ops); jerr != nil || len(ops) == 0 || ops[0].Path != "/metadata/uid" {
+		panic(fmt.Sprintf("a patch that does not test the UID first: %s", patch))
+	}
+	return &PodToIp{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: n.ns, UID: types.UID(ops[0].Value.(string)), ResourceVersion: rv}}, err
 }
 func (n *fakeNS) Delete(_ context.Context, name string, opts metav1.DeleteOptions) error {
 	if opts.Preconditions == nil || opts.Preconditions.UID == nil {

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"example.com/podtoip-controller/internal/access"
 	"example.com/podtoip-controller/internal/addr"
 	"example.com/podtoip-controller/internal/podinfo"
 )
@@ -167,6 +170,57 @@ func applyDesired(have *mirrorInfo, want *PodToIp) *PodToIp {
 	out.Annotations = maps.Clone(k.annotations)
 	out.Finalizers = slices.Clone(k.finalizers)
 	return out
+}
+
+// answerPatch is the JSON patch (RFC 6902) that gives the object cached as
+// have what obj says in the fields the controller owns (access.AnswerFields
+// and the owner references), or declines (ok false) to send one. It applies
+// only while the object is the one cached (its UID), still the
+// controller's (the managed-by label) and its fields are as cached (its
+// generation, which the API server moves with every change of a custom
+// resource outside its metadata): the compare-and-swap of an update,
+// without the resourceVersion, which users' labels, annotations and
+// finalizers move too. A user who keeps editing those never holds off the
+// controller, and what users added is kept whatever they changed since.
+func answerPatch(have *mirrorInfo, obj *PodToIp) (patch []byte, ok bool) {
+	if have.Generation == 0 || len(obj.OwnerReferences) == 0 {
+		return nil, false // not from the API server, or not the controller's
+	}
+	was, err1 := topLevel(have.answer())
+	is, err2 := topLevel(obj)
+	if err1 != nil || err2 != nil {
+		return nil, false
+	}
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value,omitempty"`
+	}
+	ops := []op{
+		{"test", "/metadata/uid", have.UID.UID()},
+		{"test", "/metadata/labels/" + strings.ReplaceAll(managedByLabel, "/", "~1"), controllerName},
+		{"test", "/metadata/generation", have.Generation},
+	}
+	for _, f := range access.AnswerFields {
+		if v, set := is[f]; set {
+			ops = append(ops, op{"add", "/" + f, v}) // adds or replaces
+		} else if _, had := was[f]; had {
+			ops = append(ops, op{Op: "remove", Path: "/" + f})
+		}
+	}
+	ops = append(ops, op{"add", "/metadata/ownerReferences", obj.OwnerReferences})
+	patch, err := json.Marshal(ops)
+	return patch, err == nil
+}
+
+// topLevel returns the fields of obj's JSON, as a write sends it.
+func topLevel(obj *PodToIp) (map[string]json.RawMessage, error) {
+	body, err := bodyOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	return fields, json.Unmarshal(body, &fields)
 }
 
 // mirrorChanged reports whether a pod update can change its mirror. Updates

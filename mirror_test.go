@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	netutils "k8s.io/utils/net"
 	"k8s.io/utils/ptr"
 
@@ -943,4 +945,83 @@ func FuzzApplyDesired(f *testing.F) {
 			t.Fatalf("writing to applyDesired's result changed values shared by all cached mirrors: %v", managedLabels)
 		}
 	})
+}
+
+// TestAnswerPatch applies the patch an update that lost the race for the
+// resourceVersion sends again, as the API server applies it, to the
+// mirror as it is on the server: it writes the controller's fields
+// (removing those the pod no longer has) and keeps what users added since
+// the cache saw the mirror, and it fails once the mirror's fields, owner
+// or identity are no longer what was cached.
+func TestAnswerPatch(t *testing.T) {
+	cached := &PodToIp{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web", Namespace: "ns", UID: "9d0c3a77-1e2b-4f6a-8c5d-2a1b3c4d5e6f", ResourceVersion: "5", Generation: 2,
+			Labels: map[string]string{managedByLabel: controllerName, "team": "a"},
+		},
+		PodName: "web", PodUID: "uid-1", PodAddress: "10.0.0.1", PodIPs: []string{"10.0.0.1"}, PodIPv4: "10.0.0.1",
+		NodeName: "node-1", Terminating: true, Conflict: true, ConflictsWith: []string{"Pod ns/other"},
+	}
+	have := toMirrorInfo(cached)
+	want := desiredFor(podinfotest.Pod())
+	patch, ok := answerPatch(have, applyDesired(have, want))
+	if !ok {
+		t.Fatal("answerPatch declined a mirror read from the API server")
+	}
+
+	// On the server since: a user's label changed and one added, as the
+	// resourceVersion moved; the generation did not.
+	onServer := cached.DeepCopy()
+	onServer.ResourceVersion, onServer.Labels["team"], onServer.Labels["churn"] = "9", "b", "1"
+	apply := func(obj *PodToIp) (*PodToIp, error) {
+		doc, err := json.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := jsonpatch.DecodePatch(patch)
+		if err != nil {
+			t.Fatalf("the patch does not decode: %v\n%s", err, patch)
+		}
+		out, err := p.Apply(doc)
+		if err != nil {
+			return nil, err
+		}
+		got := &PodToIp{}
+		return got, json.Unmarshal(out, got)
+	}
+	got, err := apply(onServer)
+	if err != nil {
+		t.Fatalf("the patch did not apply to a mirror whose labels alone changed: %v\n%s", err, patch)
+	}
+	expect := onServer.DeepCopy()
+	expect.PodAddress, expect.PodIPs, expect.PodIPv4, expect.PodIPv6 = "10.244.0.5", []string{"10.244.0.5", "fd00::5"}, "10.244.0.5", "fd00::5"
+	expect.Terminating, expect.Conflict, expect.ConflictsWith = false, false, nil
+	expect.OwnerReferences = want.OwnerReferences
+	if !equality.Semantic.DeepEqual(got, expect) {
+		t.Errorf("patched mirror:\n%#v\nwant\n%#v", got, expect)
+	}
+	var fields map[string]any
+	doc, _ := json.Marshal(got)
+	_ = json.Unmarshal(doc, &fields)
+	for _, f := range []string{"terminating", "conflictsWith"} {
+		if _, ok := fields[f]; ok {
+			t.Errorf("the patch left %s, which the pod no longer has", f)
+		}
+	}
+
+	for what, edit := range map[string]func(m *PodToIp){
+		"its fields changed (generation)": func(m *PodToIp) { m.Generation++ },
+		"another object":                  func(m *PodToIp) { m.UID = "00000000-0000-4000-8000-000000000001" },
+		"no longer the controller's":      func(m *PodToIp) { delete(m.Labels, managedByLabel) },
+	} {
+		m := onServer.DeepCopy()
+		edit(m)
+		if _, err := apply(m); err == nil {
+			t.Errorf("the patch applied to a mirror whose %s since it was cached", what)
+		}
+	}
+
+	if _, ok := answerPatch(toMirrorInfo(&PodToIp{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u"}}), want); ok {
+		t.Error("answerPatch sent a patch for a mirror without a generation, which it cannot guard")
+	}
 }

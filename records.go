@@ -46,13 +46,17 @@ type mirrorInfo struct {
 	Namespace       string
 	UID             slim.UID
 	ResourceVersion string
-	PodUID          slim.UID
-	PodIPs          []string
-	NodeName        string
-	HostNetwork     bool
-	Terminating     bool
-	Conflict        bool
-	Deleting        bool
+	// Generation moves with every change of the mirror's fields, and not
+	// with its labels, annotations or finalizers: an update that lost the
+	// race for the resourceVersion is sent again on it (patchMirror).
+	Generation  int64
+	PodUID      slim.UID
+	PodIPs      []string
+	NodeName    string
+	HostNetwork bool
+	Terminating bool
+	Conflict    bool
+	Deleting    bool
 	// other is nil for a mirror of the usual shape (see above).
 	other *mirrorOther
 }
@@ -171,6 +175,7 @@ func toMirrorInfo(m *PodToIp) *mirrorInfo {
 		Namespace:       slim.Intern(m.Namespace),
 		UID:             slim.ToUID(m.UID),
 		ResourceVersion: m.ResourceVersion,
+		Generation:      m.Generation,
 		PodUID:          slim.ToUID(m.PodUID),
 		PodIPs:          m.PodIPs,
 		NodeName:        slim.Intern(m.NodeName),
@@ -222,6 +227,16 @@ func (m *PodToIp) trail() trail.Fields {
 // trail returns what a trail line says about the cached mirror m.
 func (m *mirrorInfo) trail() trail.Fields {
 	return trail.Fields{PodUID: m.PodUID.UID(), NodeName: m.NodeName, PodIPs: m.PodIPs, PodIPv4: m.podIPv4(), PodIPv6: m.podIPv6(), HostNetwork: m.HostNetwork}
+}
+
+// answer returns the cached mirror's fields (access.AnswerFields) as a
+// PodToIp without metadata.
+func (m *mirrorInfo) answer() *PodToIp {
+	return &PodToIp{
+		PodName: m.podName(), PodUID: m.PodUID.UID(), PodAddress: m.podAddress(), PodIPs: m.PodIPs,
+		PodIPv4: m.podIPv4(), PodIPv6: m.podIPv6(), NodeName: m.NodeName,
+		HostNetwork: m.HostNetwork, Terminating: m.Terminating, Conflict: m.Conflict, ConflictsWith: m.conflictsWith(),
+	}
 }
 
 var _ metav1.Object = (*mirrorInfo)(nil)

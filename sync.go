@@ -121,7 +121,7 @@ func (c *Controller) converge(ctx context.Context, key cache.ObjectName, pod *po
 		w.wrote, err = c.createMirror(ctx, key, want)
 	case needsUpdate(have, want):
 		w.op, w.obj, w.author = "update", applyDesired(have, want), c.authors.of(key, have, c.policyBound())
-		w.wrote, err = c.updateMirror(ctx, key, w.obj)
+		w.wrote, err = c.updateMirror(ctx, key, have, w.obj)
 	default:
 		// What it says is what the pod says: whoever wrote it, it is true.
 		c.authors.adopt(key, have)
@@ -244,11 +244,21 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 	}
 }
 
-func (c *Controller) updateMirror(ctx context.Context, key cache.ObjectName, obj *PodToIp) (wrote bool, err error) {
+// updateMirror writes obj over have. An update that lost the race for the
+// resourceVersion is sent again at once as a patch guarded by have's
+// generation (answerPatch): a user editing the mirror's labels faster than
+// the cache follows would otherwise hold it off for as long as they like.
+// A patch whose test failed (someone changed the mirror's fields: their
+// event follows) is an error, retried with backoff on the cache's state.
+func (c *Controller) updateMirror(ctx context.Context, key cache.ObjectName, have *mirrorInfo, obj *PodToIp) (wrote bool, err error) {
 	var made tracker.Version
 	c.authors.sending(key, obj)
+	mirrors := c.mirrorClient.PodToIps(key.Namespace)
 	err = c.tracker.Write(key, func() (tracker.Version, error) {
-		v, err := versionOf(c.mirrorClient.PodToIps(key.Namespace).Update(ctx, obj, metav1.UpdateOptions{}))
+		v, err := versionOf(mirrors.Update(ctx, obj, metav1.UpdateOptions{}))
+		if patch, ok := answerPatch(have, obj); ok && apierrors.IsConflict(err) {
+			v, err = versionOf(mirrors.Patch(ctx, key.Name, patch, metav1.PatchOptions{}))
+		}
 		made = v
 		return v, err
 	})

@@ -41,6 +41,7 @@ func requiredAccess(crd CRD, namespace string) []authorizationv1.ResourceAttribu
 		{Verb: "watch", Group: group, Resource: crd.Resource, Namespace: namespace},
 		{Verb: "create", Group: group, Resource: crd.Resource, Namespace: namespace},
 		{Verb: "update", Group: group, Resource: crd.Resource, Namespace: namespace},
+		{Verb: "patch", Group: group, Resource: crd.Resource, Namespace: namespace},
 		{Verb: "delete", Group: group, Resource: crd.Resource, Namespace: namespace},
 	}
 }

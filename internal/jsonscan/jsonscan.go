@@ -6,6 +6,7 @@
 package jsonscan
 
 import (
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -125,6 +126,21 @@ func (c *Cursor) Bool() (bool, bool) {
 		return false, c.literal("null")
 	}
 	return false, false
+}
+
+// Int reads an integer that fits an int64 (no fraction, no exponent);
+// null reads as 0.
+func (c *Cursor) Int() (int64, bool) {
+	if c.Null() {
+		return 0, true
+	}
+	c.ws()
+	start := c.i
+	if !c.skipNumber() {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(c.data[start:c.i]), 10, 64)
+	return n, err == nil
 }
 
 // BoolPtr reads true or false as a pointer; null reads as nil.

@@ -140,6 +140,16 @@ func TestReadersContract(t *testing.T) {
 	if b, ok := New([]byte(`null`)).BoolPtr(); !ok || b != nil {
 		t.Errorf("BoolPtr(null) = %v, %v", b, ok)
 	}
+	for in, want := range map[string]int64{`null`: 0, ` 42 `: 42, `-7`: -7, `9223372036854775807`: 1<<63 - 1} {
+		if n, ok := New([]byte(in)).Int(); !ok || n != want {
+			t.Errorf("Int(%s) = %d, %v; want %d", in, n, ok, want)
+		}
+	}
+	for _, in := range []string{`1.5`, `1e3`, `"1"`, `9223372036854775808`, `-`} {
+		if n, ok := New([]byte(in)).Int(); ok {
+			t.Errorf("Int(%s) = %d, accepted; want declined", in, n)
+		}
+	}
 	c := New([]byte(`"abc" `))
 	if s, ok := c.Str(); !ok || s != "abc" || !c.End() {
 		t.Errorf("Str then End on a plain string: %q, %v, pos %d", s, ok, c.Pos())
