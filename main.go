@@ -16,6 +16,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -369,7 +370,7 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	// standby that never becomes the leader never calls Run. ShutDown is
 	// idempotent, so this is a no-op after Run.
 	defer controller.queue.ShutDown()
-	policy := access.NewPolicy(c.kube)
+	policy := access.NewPolicy(c.kube, whoAmI(ctx, c.kube))
 	policy.Start(ctx)
 	controller.policy = policy
 	registerMetrics(controller)
@@ -478,6 +479,20 @@ func (o *options) historyCRDs() []access.CRD {
 		return nil
 	}
 	return []access.CRD{ipHistoryCRD, coverageCRD}
+}
+
+// whoAmI returns the username the controller's requests authenticate as
+// (a SelfSubjectReview, which every authenticated user may make): the
+// admission policies count as in force only while their exemption names
+// it. "" when the API server does not say; the exemption of any one
+// ServiceAccount is then accepted, and the log says so.
+func whoAmI(ctx context.Context, kube kubernetes.Interface) string {
+	r, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		klog.FromContext(ctx).Info("Could not learn whom the controller runs as: the admission policies' exemption is accepted naming any one ServiceAccount", "err", err)
+		return ""
+	}
+	return r.Status.UserInfo.Username
 }
 
 // historyAccess is what the history needs, for the startup checks.

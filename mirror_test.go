@@ -10,13 +10,13 @@ import (
 	"time"
 	"unsafe"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	netutils "k8s.io/utils/net"
 	"k8s.io/utils/ptr"
 

@@ -55,6 +55,8 @@ type Policy struct {
 	// broken build), and keeps the policies counted as not in force.
 	shipped    map[string]Shipped
 	shippedErr error
+	// exempt is who the exemption must name (see NewPolicy).
+	exempt string
 
 	mu     sync.Mutex
 	was    string // the last reason logged; "" for in force
@@ -67,8 +69,12 @@ type Policy struct {
 const policySyncWait = 10 * time.Second
 
 // NewPolicy returns a Policy over kube's admission policies; Start runs it.
-func NewPolicy(kube kubernetes.Interface) *Policy {
-	p := &Policy{was: "unchecked", logger: klog.Background()}
+//
+// exempt is the username the controller runs as: the policies' exemption
+// must name it. "" accepts the exemption of any one ServiceAccount, for a
+// controller that could not learn who it is.
+func NewPolicy(kube kubernetes.Interface, exempt string) *Policy {
+	p := &Policy{was: "unchecked", logger: klog.Background(), exempt: exempt}
 	p.shipped, p.shippedErr = ShippedPolicies()
 	p.factory = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = PolicyLabel
@@ -138,9 +144,7 @@ func (p *Policy) missing() string {
 		return err.Error()
 	}
 	for _, name := range policyNames {
-		// The exemption may name any one ServiceAccount: the controller
-		// does not know which it runs as, and an overlay moves it.
-		if f := InForce(name, p.shipped[name], policies, bindings, ""); f.Why != "" {
+		if f := InForce(name, p.shipped[name], policies, bindings, p.exempt); f.Why != "" {
 			return f.Why
 		}
 	}

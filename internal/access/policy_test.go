@@ -177,7 +177,7 @@ func TestPolicyBound(t *testing.T) {
 			if tc.edit != nil {
 				objs = tc.edit(objs)
 			}
-			p := NewPolicy(fake.NewClientset(objs...))
+			p := NewPolicy(fake.NewClientset(objs...), "")
 			if p.Bound() {
 				t.Fatal("bound before the policies were read")
 			}
@@ -189,11 +189,32 @@ func TestPolicyBound(t *testing.T) {
 	}
 }
 
+// TestPolicyExemptsTheControllersIdentity checks that a controller that
+// knows who it runs as counts the policies in force only while their
+// exemption names it: exempting another ServiceAccount lets that one
+// forge the answers, and refuses the controller's own writes.
+func TestPolicyExemptsTheControllersIdentity(t *testing.T) {
+	const me = "system:serviceaccount:podtoip-system:podtoip-controller"
+	p := NewPolicy(fake.NewClientset(shippedPolicies(t)...), me)
+	p.Start(t.Context())
+	if !p.Bound() {
+		t.Errorf("the shipped policies, exempting %s, are not in force for it: %s", me, p.missing())
+	}
+	objs := shippedPolicies(t)
+	c := &mirrorPolicyOf(objs).Spec.MatchConditions[0]
+	c.Expression = strings.Replace(c.Expression, `"podtoip-controller"`, `"tenant-bot"`, 1)
+	p = NewPolicy(fake.NewClientset(objs...), me)
+	p.Start(t.Context())
+	if got := p.missing(); p.Bound() || !strings.Contains(got, "exempts system:serviceaccount:podtoip-system:tenant-bot, not the controller's ServiceAccount "+me) {
+		t.Errorf("a policy exempting another ServiceAccount: Bound() = %v (%s), want false naming both", p.Bound(), got)
+	}
+}
+
 // TestPolicyFollowsChanges checks that a deleted binding, and one put back,
 // are noticed from the watch, with no read of their own.
 func TestPolicyFollowsChanges(t *testing.T) {
 	kube := fake.NewClientset(shippedPolicies(t)...)
-	p := NewPolicy(kube)
+	p := NewPolicy(kube, "")
 	p.Start(t.Context())
 	if !p.Bound() {
 		t.Fatalf("not bound as shipped: %s", p.missing())
