@@ -35,7 +35,6 @@ func init() {
 // needs nothing else, and decoding the whole response (managedFields
 // included) for every write is the larger part of a write's CPU.
 type PodToIpInterface interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (*PodToIp, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*PodToIpList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Create(ctx context.Context, obj *PodToIp, opts metav1.CreateOptions) (*PodToIp, error)
@@ -83,15 +82,6 @@ func (c *Client) PodToIps(namespace string) PodToIpInterface {
 type podToIps struct {
 	client *Client
 	ns     string
-}
-
-func (p *podToIps) Get(ctx context.Context, name string, opts metav1.GetOptions) (*PodToIp, error) {
-	result := &PodToIp{}
-	err := p.client.rest.Get().
-		Namespace(p.ns).Resource(Resource).Name(name).
-		VersionedParams(&opts, parameterCodec).
-		Do(ctx).Into(result)
-	return result, err
 }
 
 // List passes every ListOptions field through, so callers can page, select by

@@ -85,9 +85,10 @@ func TestListOptionsPassThrough(t *testing.T) {
 
 // seenRequest is what the fake API server received.
 type seenRequest struct {
-	method, path string
-	query        url.Values
-	body         map[string]any
+	method, path, contentType string
+	query                     url.Values
+	body                      map[string]any
+	raw                       []byte
 }
 
 // fakeAPIServer answers the PodToIp calls with canned JSON and records the
@@ -110,8 +111,9 @@ func (s *fakeAPIServer) last(t *testing.T) seenRequest {
 const mirrorJSON = `{"apiVersion":"example.com/v1","kind":"PodToIp","metadata":{"name":"web","namespace":"ns","resourceVersion":"7"},"podName":"web","podUID":"uid-1","podAddress":"10.244.0.5","podIPs":["10.244.0.5"],"nodeName":"node-1"}`
 
 func (s *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req := seenRequest{method: r.Method, path: r.URL.Path, query: r.URL.Query()}
+	req := seenRequest{method: r.Method, path: r.URL.Path, query: r.URL.Query(), contentType: r.Header.Get("Content-Type")}
 	if b, _ := io.ReadAll(r.Body); len(b) > 0 {
+		req.raw = b
 		_ = json.Unmarshal(b, &req.body)
 	}
 	s.mu.Lock()
@@ -151,20 +153,6 @@ func TestClientCallsOnTheWire(t *testing.T) {
 				t.Errorf("%s %s: query %s = %q, want %q (all: %v)", req.method, req.path, k, got, v, req.query)
 			}
 		}
-	}
-
-	got, err := c.PodToIps("ns").Get(ctx, "web", metav1.GetOptions{ResourceVersion: "3"})
-	if err != nil || got.PodAddress != "10.244.0.5" || got.ResourceVersion != "7" {
-		t.Errorf("Get = %+v, %v", got, err)
-	}
-	if req := srv.last(t); req.method != http.MethodGet || req.path != "/apis/example.com/v1/namespaces/ns/podtoips/web" {
-		t.Errorf("Get sent %s %s", req.method, req.path)
-	} else {
-		wantQuery(req, map[string]string{"resourceVersion": "3"})
-	}
-
-	if _, err := c.PodToIps("ns").Get(ctx, "gone", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("Get of a missing object: %v, want a NotFound error", err)
 	}
 
 	send, timeout := true, int64(30)
@@ -232,6 +220,17 @@ func TestClientCallsOnTheWire(t *testing.T) {
 		t.Errorf("Update sent %s %s", req.method, req.path)
 	}
 	wantQuery(req, map[string]string{"fieldManager": "someone-else"})
+
+	patch := `[{"op":"test","path":"/metadata/uid","value":"uid-9"}]`
+	if patched, err := c.PodToIps("ns").Patch(ctx, "web", []byte(patch), metav1.PatchOptions{}); err != nil || patched.ResourceVersion != "7" {
+		t.Errorf("Patch = %+v, %v", patched, err)
+	}
+	req = srv.last(t)
+	if req.method != http.MethodPatch || req.path != "/apis/example.com/v1/namespaces/ns/podtoips/web" ||
+		req.contentType != "application/json-patch+json" || string(req.raw) != patch {
+		t.Errorf("Patch sent %s %s (%s) %s", req.method, req.path, req.contentType, req.raw)
+	}
+	wantQuery(req, map[string]string{"fieldManager": "podtoip-controller"})
 
 	uid := types.UID("uid-9")
 	if err := c.PodToIps("ns").Delete(ctx, "web", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {

@@ -68,9 +68,6 @@ func (n *fakeNS) record(verb, name string) (string, error) {
 	return strconv.Itoa(100 + n.f.rv), n.f.err
 }
 
-func (n *fakeNS) Get(context.Context, string, metav1.GetOptions) (*PodToIp, error) {
-	panic("syncHandler must not GET")
-}
 func (n *fakeNS) List(context.Context, metav1.ListOptions) (*PodToIpList, error) {
 	panic("syncHandler must not LIST")
 }
