@@ -7,18 +7,15 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"sync"
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	sjson "sigs.k8s.io/json"
 
 	"example.com/podtoip-controller/internal/jsonscan"
-	"example.com/podtoip-controller/internal/slim"
 )
 
 // The mirror informer receives one watch event per write of a PodToIp, most
@@ -443,102 +440,6 @@ func appendString(b []byte, s string) []byte {
 // the admission policy is bound: nobody else can then change those fields.
 // Otherwise what it says is the object's claim, and the trail says so
 // (unverified).
-
-// authorship is what the controller can prove about who wrote a mirror's
-// answer fields.
-type authorship int
-
-const (
-	// ownWrite: the controller's own write, or the pod's truth.
-	ownWrite authorship = iota
-	// edited: not what the controller last wrote.
-	edited
-	// unverified: not written by this process, and not guarded by the
-	// admission policy.
-	unverified
-)
-
-// authors remembers the controller's own writes of mirrors, by key.
-type authors struct {
-	mu sync.Mutex
-	m  map[cache.ObjectName]written
-}
-
-// written is what the controller last wrote to one mirror: the
-// fingerprints of the last write it saw succeed and of the last it sent,
-// which differ while a write's outcome is unknown (a timeout, a lost
-// response); uid is the mirror's, zero until a write returned it.
-type written struct {
-	uid  slim.UID
-	sums [2]uint64
-}
-
-func newAuthors() *authors {
-	return &authors{m: map[cache.ObjectName]written{}}
-}
-
-// of says who wrote have's answer fields. bound is whether the admission
-// policy is in force.
-func (a *authors) of(key cache.ObjectName, have *mirrorInfo, bound bool) authorship {
-	a.mu.Lock()
-	w, ok := a.m[key]
-	a.mu.Unlock()
-	switch {
-	case ok && (w.uid == slim.UID{} || w.uid == have.UID):
-		if s := have.fingerprint(); s == w.sums[0] || s == w.sums[1] {
-			return ownWrite
-		}
-		return edited
-	case bound:
-		return ownWrite
-	default:
-		return unverified
-	}
-}
-
-// adopt records have, whose answer fields are what its pod says now, as
-// the controller's own when it has no record of the mirror.
-func (a *authors) adopt(key cache.ObjectName, have *mirrorInfo) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if w, ok := a.m[key]; ok && w.uid == have.UID {
-		return
-	}
-	s := have.fingerprint()
-	a.m[key] = written{uid: have.UID, sums: [2]uint64{s, s}}
-}
-
-// sending records a write of want, before it is sent: if its response is
-// lost, the object it made is still recognized.
-func (a *authors) sending(key cache.ObjectName, want *PodToIp) {
-	s := want.fingerprint()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	w, ok := a.m[key]
-	if !ok {
-		w.sums[0] = s
-	}
-	w.sums[1] = s
-	a.m[key] = w
-}
-
-// wrote records the success of the write of want that made the object uid.
-func (a *authors) wrote(key cache.ObjectName, uid slim.UID, want *PodToIp) {
-	s := want.fingerprint()
-	a.mu.Lock()
-	a.m[key] = written{uid: uid, sums: [2]uint64{s, s}}
-	a.mu.Unlock()
-}
-
-// forget drops the record of key's mirror uid once it is gone; a record of
-// a newer mirror under the same name stays.
-func (a *authors) forget(key cache.ObjectName, uid slim.UID) {
-	a.mu.Lock()
-	if w, ok := a.m[key]; ok && (w.uid == uid || w.uid == slim.UID{}) {
-		delete(a.m, key)
-	}
-	a.mu.Unlock()
-}
 
 // fingerprintSeed keys the fingerprints; they never leave the process.
 var fingerprintSeed = maphash.MakeSeed()

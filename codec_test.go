@@ -15,11 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 
 	"example.com/podtoip-controller/internal/access"
 	"example.com/podtoip-controller/internal/jsonscan"
-	"example.com/podtoip-controller/internal/slim"
 )
 
 // slimmed is what the cache keeps of a PodToIp decoded the standard way:
@@ -484,67 +482,3 @@ func TestFingerprintCoversTheAnswer(t *testing.T) {
 	}
 }
 
-// TestAuthors checks what the controller can prove about a mirror: its
-// own write, a write whose response was lost, an edit; and for a mirror it
-// has no record of, what the admission policy vouches for.
-func TestAuthors(t *testing.T) {
-	key := cache.ObjectName{Namespace: "ns", Name: "web"}
-	mine := desiredFor(testPod())
-	forged := mine.DeepCopy()
-	forged.PodIPs = []string{"192.0.2.66"}
-	cached := func(m *PodToIp, uid types.UID) *mirrorInfo {
-		m = m.DeepCopy()
-		m.UID = uid
-		return toMirrorInfo(m)
-	}
-
-	a := newAuthors()
-	for _, bound := range []bool{false, true} {
-		want := unverified
-		if bound {
-			want = ownWrite
-		}
-		if got := a.of(key, cached(forged, "m-1"), bound); got != want {
-			t.Errorf("no record, bound=%v: %v, want %v", bound, got, want)
-		}
-	}
-
-	a.sending(key, mine)
-	a.wrote(key, slim.ToUID("m-1"), mine)
-	if got := a.of(key, cached(mine, "m-1"), false); got != ownWrite {
-		t.Errorf("its own write: %v", got)
-	}
-	if got := a.of(key, cached(forged, "m-1"), true); got != edited {
-		t.Errorf("an edit, even with the policy bound: %v", got)
-	}
-	// Another object under the name: not the one written.
-	if got := a.of(key, cached(forged, "m-2"), false); got != unverified {
-		t.Errorf("another object: %v", got)
-	}
-
-	// A write sent whose outcome is unknown: either content is its own.
-	moved := mine.DeepCopy()
-	moved.PodIPs = []string{"10.244.0.9"}
-	a.sending(key, moved)
-	for _, m := range []*PodToIp{mine, moved} {
-		if got := a.of(key, cached(m, "m-1"), false); got != ownWrite {
-			t.Errorf("before or after a lost write %v: %v", m.PodIPs, got)
-		}
-	}
-
-	// Gone: another object's deletion does not forget this one's record.
-	a.forget(key, slim.ToUID("m-0"))
-	if got := a.of(key, cached(forged, "m-1"), false); got != edited {
-		t.Errorf("after an older object's deletion: %v", got)
-	}
-	a.forget(key, slim.ToUID("m-1"))
-	if got := a.of(key, cached(forged, "m-1"), false); got != unverified {
-		t.Errorf("after its deletion: %v", got)
-	}
-
-	// Adopted: found equal to what its pod says.
-	a.adopt(key, cached(mine, "m-3"))
-	if got := a.of(key, cached(forged, "m-3"), true); got != edited {
-		t.Errorf("an edit of an adopted mirror: %v", got)
-	}
-}

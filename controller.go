@@ -78,11 +78,12 @@ type Controller struct {
 	holders *conflicts.HolderIndex
 	// conflicts follows the addresses in conflict, for logs and metrics.
 	conflicts *conflicts.Ledger
-	tracker   *tracker.Tracker
-	// authors knows which mirrors say what the controller wrote; policy
-	// whether the admission policy vouches for the others (nil: unknown).
-	authors *authors
-	policy  interface{ Bound() bool }
+	// tracker remembers the controller's writes: until the cache shows
+	// them, and what each mirror last had written (tracker.Author).
+	tracker *tracker.Tracker
+	// policy says whether the admission policy vouches for the mirrors
+	// the controller has no record of (nil: unknown).
+	policy interface{ Bound() bool }
 	// history keeps the IPHistory objects; nil when off.
 	history *history.Historian
 
@@ -161,7 +162,6 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		// what it delegates to.
 		conflicts: conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
 		tracker:   tracker.New(),
-		authors:   newAuthors(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(kubeclient.NewRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"}),
 	}
@@ -349,7 +349,7 @@ func (c *Controller) onMirrorDelete(obj any) {
 		return
 	}
 	key := m.key()
-	c.authors.forget(key, m.UID)
+	c.tracker.Gone(key, m.UID)
 	if c.tracker.Observe(key, m.version(), true) {
 		return // our delete
 	}

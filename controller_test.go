@@ -138,7 +138,6 @@ func newFixture(t *testing.T) *fixture {
 		queue:        workqueue.NewTypedRateLimitingQueue(kubeclient.NewRateLimiter[cache.ObjectName]()),
 		recorder:     f.recorder,
 		tracker:      tracker.New(),
-		authors:      newAuthors(),
 		conflicts:    conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
 		holders:      f.pods.holders,
 	}

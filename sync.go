@@ -114,17 +114,17 @@ func (c *Controller) converge(ctx context.Context, key cache.ObjectName, pod *po
 	case want == nil && have == nil:
 		return nil
 	case want == nil:
-		w.op, w.author = "delete", c.authors.of(key, have, c.policyBound())
+		w.op, w.author = "delete", c.authorOf(key, have)
 		w.wrote, w.gone, err = c.deleteMirror(ctx, key, have)
 	case have == nil:
 		w.op, w.obj = "create", want
 		w.wrote, err = c.createMirror(ctx, key, want)
 	case needsUpdate(have, want):
-		w.op, w.obj, w.author = "update", applyDesired(have, want), c.authors.of(key, have, c.policyBound())
+		w.op, w.obj, w.author = "update", applyDesired(have, want), c.authorOf(key, have)
 		w.wrote, err = c.updateMirror(ctx, key, have, w.obj)
 	default:
 		// What it says is what the pod says: whoever wrote it, it is true.
-		c.authors.adopt(key, have)
+		c.tracker.Adopt(key, have.UID, have.fingerprint())
 		return nil
 	}
 	if w.wrote || w.gone {
@@ -134,14 +134,14 @@ func (c *Controller) converge(ctx context.Context, key cache.ObjectName, pod *po
 }
 
 // write is one write of a mirror: op on have (nil for a create), writing
-// obj (nil for a delete); author is who wrote have (see authorship). gone:
+// obj (nil for a delete); author is who wrote have (tracker.Author). gone:
 // a delete found the mirror already removed, which releases its holds all
 // the same.
 type write struct {
 	op       string
 	have     *mirrorInfo
 	obj      *PodToIp
-	author   authorship
+	author   tracker.Authorship
 	wrote    bool
 	gone     bool
 	observed time.Time
@@ -158,7 +158,7 @@ func (c *Controller) done(ctx context.Context, pod *podinfo.Pod, w write, want *
 	switch {
 	case w.op == "create":
 		trail.Log(ctx, trail.Assigned, obj.trail(), nil, w.observed)
-	case w.author == edited:
+	case w.author == tracker.Edited:
 		if w.op == "update" {
 			c.reportReverted(ctx, pod, have)
 			trail.LogReverted(ctx, obj.trail(), w.observed)
@@ -175,7 +175,7 @@ func (c *Controller) done(ctx context.Context, pod *podinfo.Pod, w write, want *
 		trail.Log(ctx, trail.Assigned, obj.trail(), nil, w.observed)
 	default:
 		f := c.withHeldFrom(obj.trail(), givenUp(have.PodIPs, obj.PodIPs), obj.PodUID)
-		f.Unverified = w.author == unverified
+		f.Unverified = w.author == tracker.Unverified
 		trail.Log(ctx, trail.Changed, f, have.PodIPs, w.observed)
 	}
 	if w.op != "delete" {
@@ -218,17 +218,12 @@ func versionOf(m *PodToIp, err error) (tracker.Version, error) {
 }
 
 func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, want *PodToIp) (wrote bool, err error) {
-	var made tracker.Version
-	c.authors.sending(key, want)
-	err = c.tracker.Write(key, func() (tracker.Version, error) {
-		v, err := versionOf(c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{}))
-		made = v
-		return v, err
+	err = c.tracker.Write(key, want.fingerprint(), func() (tracker.Version, error) {
+		return versionOf(c.mirrorClient.PodToIps(key.Namespace).Create(ctx, want, metav1.CreateOptions{}))
 	})
 	logger := klog.FromContext(ctx)
 	switch {
 	case err == nil:
-		c.authors.wrote(key, made.UID, want)
 		logger.V(4).Info("Created PodToIp", "address", want.PodAddress)
 		return true, nil
 	case apierrors.IsAlreadyExists(err):
@@ -251,21 +246,17 @@ func (c *Controller) createMirror(ctx context.Context, key cache.ObjectName, wan
 // A patch whose test failed (someone changed the mirror's fields: their
 // event follows) is an error, retried with backoff on the cache's state.
 func (c *Controller) updateMirror(ctx context.Context, key cache.ObjectName, have *mirrorInfo, obj *PodToIp) (wrote bool, err error) {
-	var made tracker.Version
-	c.authors.sending(key, obj)
 	mirrors := c.mirrorClient.PodToIps(key.Namespace)
-	err = c.tracker.Write(key, func() (tracker.Version, error) {
+	err = c.tracker.Write(key, obj.fingerprint(), func() (tracker.Version, error) {
 		v, err := versionOf(mirrors.Update(ctx, obj, metav1.UpdateOptions{}))
 		if patch, ok := answerPatch(have, obj); ok && apierrors.IsConflict(err) {
 			v, err = versionOf(mirrors.Patch(ctx, key.Name, patch, metav1.PatchOptions{}))
 		}
-		made = v
 		return v, err
 	})
 	logger := klog.FromContext(ctx)
 	switch {
 	case err == nil:
-		c.authors.wrote(key, made.UID, obj)
 		logger.V(4).Info("Updated PodToIp", "address", obj.PodAddress)
 		return true, nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
@@ -291,7 +282,6 @@ func (c *Controller) deleteMirror(ctx context.Context, key cache.ObjectName, hav
 	switch {
 	case err == nil:
 		c.tracker.Deleted(key, have.version())
-		c.authors.forget(key, have.UID)
 		logger.V(4).Info("Deleted PodToIp")
 		return true, false, nil
 	case apierrors.IsNotFound(err):
@@ -299,7 +289,7 @@ func (c *Controller) deleteMirror(ctx context.Context, key cache.ObjectName, hav
 		// deletion) was faster; the pod let go of its addresses all the
 		// same, and no later reconcile will see the mirror to say so.
 		logger.V(2).Info("PodToIp already gone; waiting for the cache", "err", err)
-		c.authors.forget(key, have.UID)
+		c.tracker.Gone(key, have.UID)
 		return false, true, nil
 	case apierrors.IsConflict(err):
 		logger.V(2).Info("PodToIp replaced; waiting for the cache", "err", err)
@@ -310,13 +300,18 @@ func (c *Controller) deleteMirror(ctx context.Context, key cache.ObjectName, hav
 }
 
 // heldBy is what a trail line says of have's pod letting go of letGo.
-func (c *Controller) heldBy(have *mirrorInfo, letGo []string, author authorship) trail.Fields {
+func (c *Controller) heldBy(have *mirrorInfo, letGo []string, author tracker.Authorship) trail.Fields {
 	f := c.withHeldFrom(have.trail(), letGo, have.PodUID.UID())
-	f.Unverified = author == unverified
+	f.Unverified = author == tracker.Unverified
 	return f
 }
 
 // policyBound reports whether the admission policy is known to be in force.
+// authorOf says who wrote have's answer fields (tracker.Author).
+func (c *Controller) authorOf(key cache.ObjectName, have *mirrorInfo) tracker.Authorship {
+	return c.tracker.Author(key, have.UID, have.fingerprint(), c.policyBound())
+}
+
 func (c *Controller) policyBound() bool {
 	return c.policy != nil && c.policy.Bound()
 }

@@ -1,8 +1,11 @@
-// Package tracker remembers the controller's own writes of PodToIps until
-// its informer has seen them, so that a reconcile never acts on a cache that
-// does not show the controller's last write yet (a second create fails with
-// 409, a second delete with 404). The EndpointSlice controller keeps such a
-// tracker for its slices.
+// Package tracker is the controller's one memory of its own writes of
+// PodToIps. It remembers each write until the informer has seen it, so
+// that a reconcile never acts on a cache that does not show the
+// controller's last write yet (a second create fails with 409, a second
+// delete with 404), as the EndpointSlice controller's tracker does for its
+// slices. And it keeps a fingerprint of what the controller last wrote to
+// each mirror, so that an edit by anyone else is told from its own writes
+// (Author).
 package tracker
 
 import (
@@ -45,7 +48,32 @@ const Timeout = time.Minute
 type Tracker struct {
 	mu  sync.Mutex
 	now func() time.Time
-	m   map[cache.ObjectName]expectation
+	m   map[cache.ObjectName]record
+}
+
+// record is what the tracker knows of one key: the write the cache does
+// not show yet (nil: none), and the fingerprints of what the controller
+// last wrote to the object uid (see Author).
+type record struct {
+	pending *expectation
+	// known is set while the fingerprints below are the controller's:
+	// from a write of the object, sent or done, or adopted.
+	known bool
+	// uid is the written object's, zero until a write returned it.
+	uid slim.UID
+	// sums are the fingerprints of the last write seen to succeed and of
+	// the last one sent, which differ while a write's outcome is unknown
+	// (a timeout, a lost response).
+	sums [2]uint64
+}
+
+// put stores r under key, or drops the key when r holds nothing.
+func (t *Tracker) put(key cache.ObjectName, r record) {
+	if r.pending == nil && !r.known {
+		delete(t.m, key)
+		return
+	}
+	t.m[key] = r
 }
 
 // expectation is one unobserved write of the object with UID uid: a create
@@ -95,7 +123,7 @@ func (e expectation) shows(ev observedEvent) bool {
 
 // New returns an empty Tracker.
 func New() *Tracker {
-	return &Tracker{now: time.Now, m: map[cache.ObjectName]expectation{}}
+	return &Tracker{now: time.Now, m: map[cache.ObjectName]record{}}
 }
 
 // Version identifies what a cache holds under a key: the object's UID and
@@ -106,60 +134,94 @@ type Version struct {
 }
 
 // Write runs a create or update of key, send, which returns the written
-// object's Version. The write is recorded before it is sent (see Tracker),
-// and forgotten if it fails: there is nothing to wait for.
-func (t *Tracker) Write(key cache.ObjectName, send func() (Version, error)) error {
-	t.begin(key)
+// object's Version; sum is the fingerprint of what it writes. The write is
+// recorded before it is sent (see Tracker): if its response is lost, the
+// object it made is still recognised as the controller's; if it fails,
+// there is nothing to wait for.
+func (t *Tracker) Write(key cache.ObjectName, sum uint64, send func() (Version, error)) error {
+	t.begin(key, sum)
 	v, err := send()
 	if err != nil {
 		t.abandon(key)
 		return err
 	}
-	t.wrote(key, v.UID, v.RV)
+	t.wrote(key, v.UID, v.RV, sum)
 	return nil
 }
 
-// begin records that a create or update of key is about to be sent. Write
+// begin records that a write of sum to key is about to be sent. Write
 // follows it with wrote (on success) or abandon (on failure).
-func (t *Tracker) begin(key cache.ObjectName) {
+func (t *Tracker) begin(key cache.ObjectName, sum uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.m[key] = expectation{inflight: true, at: t.now()}
+	r := t.m[key]
+	if !r.known {
+		r.known, r.sums[0] = true, sum
+	}
+	r.sums[1] = sum
+	r.pending = &expectation{inflight: true, at: t.now()}
+	t.m[key] = r
 }
 
-// abandon forgets a write that failed: there is nothing to wait for.
+// abandon forgets the expectation of a write that failed: there is
+// nothing to wait for. Its fingerprint stays: it may have taken effect.
 func (t *Tracker) abandon(key cache.ObjectName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.m[key].inflight {
-		delete(t.m, key)
+	if r := t.m[key]; r.pending != nil && r.pending.inflight {
+		r.pending = nil
+		t.put(key, r)
 	}
 }
 
-// wrote records that a create or update of key returned the object with
-// UID uid at resourceVersion rv. If the informer already delivered an event
-// showing it while the request was returning, there is nothing left to wait
-// for.
-func (t *Tracker) wrote(key cache.ObjectName, uid slim.UID, rv string) {
+// wrote records that a write of sum to key returned the object with UID
+// uid at resourceVersion rv. If the informer already delivered an event
+// showing it while the request was returning, there is nothing left to
+// wait for.
+func (t *Tracker) wrote(key cache.ObjectName, uid slim.UID, rv string, sum uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := expectation{uid: uid, rv: rv, at: t.now()}
-	if prev, ok := t.m[key]; ok && prev.inflight {
+	r := t.m[key]
+	e := &expectation{uid: uid, rv: rv, at: t.now()}
+	if prev := r.pending; prev != nil && prev.inflight {
 		for _, ev := range prev.seen {
 			if e.shows(ev) {
-				delete(t.m, key)
-				return
+				e = nil
+				break
 			}
 		}
 	}
-	t.m[key] = e
+	r.pending, r.known, r.uid, r.sums = e, true, uid, [2]uint64{sum, sum}
+	t.m[key] = r
 }
 
-// Deleted records that the object of key, last cached at v, was deleted.
+// Deleted records that the object of key, last cached at v, was deleted:
+// the cache must show it gone, and what was written to it is forgotten.
 func (t *Tracker) Deleted(key cache.ObjectName, v Version) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.m[key] = expectation{deleted: true, uid: v.UID, rv: v.RV, at: t.now()}
+	r := forget(t.m[key], v.UID)
+	r.pending = &expectation{deleted: true, uid: v.UID, rv: v.RV, at: t.now()}
+	t.m[key] = r
+}
+
+// Gone forgets what was written to key's object uid, deleted by someone
+// else; what was written to a newer object under the name stays.
+func (t *Tracker) Gone(key cache.ObjectName, uid slim.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok := t.m[key]; ok {
+		t.put(key, forget(r, uid))
+	}
+}
+
+// forget drops r's fingerprints if they are of the object uid, or of a
+// write whose object was never known.
+func forget(r record, uid slim.UID) record {
+	if r.uid == uid || r.uid == (slim.UID{}) {
+		r.known, r.uid, r.sums = false, slim.UID{}, [2]uint64{}
+	}
+	return r
 }
 
 // Observe is called by the PodToIp event handlers with every object they
@@ -175,17 +237,18 @@ func (t *Tracker) Deleted(key cache.ObjectName, v Version) {
 func (t *Tracker) Observe(key cache.ObjectName, v Version, isDelete bool) (own bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.m[key]
-	if !ok {
+	r := t.m[key]
+	e := r.pending
+	if e == nil {
 		return false
 	}
 	ev := observedEvent{uid: v.UID, rv: v.RV, isDelete: isDelete}
 	switch {
 	case e.inflight:
 		e.seen = append(e.seen, ev)
-		t.m[key] = e
 	case e.shows(ev):
-		delete(t.m, key)
+		r.pending = nil
+		t.put(key, r)
 		return !e.deferred && ev.uid == e.uid && ev.isDelete == e.deleted && (e.deleted || ev.rv == e.rv)
 	}
 	return false
@@ -212,8 +275,9 @@ func (t *Tracker) Pending(key cache.ObjectName, lookup func() (Version, error)) 
 	if err != nil {
 		return false, err
 	}
-	e, ok := t.m[key]
-	if !ok {
+	r := t.m[key]
+	e := r.pending
+	if e == nil {
 		return false, nil
 	}
 	// The write counts as unobserved unless it never reported back (only
@@ -229,11 +293,59 @@ func (t *Tracker) Pending(key cache.ObjectName, lookup func() (Version, error)) 
 	}
 	if !e.inflight && !expired && !seen {
 		e.deferred = true
-		t.m[key] = e
 		return true, nil
 	}
-	delete(t.m, key)
+	r.pending = nil
+	t.put(key, r)
 	return false, nil
+}
+
+// Authorship is what the controller can prove about who wrote a mirror's
+// answer fields.
+type Authorship int
+
+const (
+	// Own: the controller's own write, or the pod's truth.
+	Own Authorship = iota
+	// Edited: not what the controller last wrote.
+	Edited
+	// Unverified: not written by this process, and not guarded by the
+	// admission policy.
+	Unverified
+)
+
+// Author says who wrote the answer fields, of fingerprint sum, of key's
+// cached object uid. bound is whether the admission policy is in force:
+// without a record of the object, it vouches that nobody else wrote them.
+func (t *Tracker) Author(key cache.ObjectName, uid slim.UID, sum uint64, bound bool) Authorship {
+	t.mu.Lock()
+	r := t.m[key]
+	t.mu.Unlock()
+	switch {
+	case r.known && (r.uid == slim.UID{} || r.uid == uid):
+		if sum == r.sums[0] || sum == r.sums[1] {
+			return Own
+		}
+		return Edited
+	case bound:
+		return Own
+	default:
+		return Unverified
+	}
+}
+
+// Adopt records the object uid, whose answer fields (fingerprint sum) are
+// what its pod says now, as the controller's own, when it has no record of
+// it (after a restart or a failover).
+func (t *Tracker) Adopt(key cache.ObjectName, uid slim.UID, sum uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.m[key]
+	if r.known && r.uid == uid {
+		return
+	}
+	r.known, r.uid, r.sums = true, uid, [2]uint64{sum, sum}
+	t.m[key] = r
 }
 
 // rvAtLeast reports whether resourceVersion a is the same as or newer than b.

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -18,7 +19,13 @@ func mirrorAt(uid, rv string) *Version {
 func size(tr *Tracker) int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	return len(tr.m)
+	n := 0
+	for _, r := range tr.m {
+		if r.pending != nil {
+			n++
+		}
+	}
+	return n
 }
 
 func TestWriteTracker(t *testing.T) {
@@ -32,7 +39,7 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Create at rv 100: pending until the cache holds rv >= 100.
-	tr.wrote(key, slim.ToUID("a"), "100")
+	tr.wrote(key, slim.ToUID("a"), "100", 0)
 	if !pendingWith(tr, key, nil) || !pendingWith(tr, key, mirrorAt("a", "99")) {
 		t.Error("create not pending while the cache lags")
 	}
@@ -41,7 +48,7 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Observed through an event before the next sync.
-	tr.wrote(key, slim.ToUID("a"), "200")
+	tr.wrote(key, slim.ToUID("a"), "200", 0)
 	tr.Observe(key, *mirrorAt("a", "150"), false)
 	if size(tr) != 1 {
 		t.Error("an older event cleared the expectation")
@@ -79,7 +86,7 @@ func TestWriteTracker(t *testing.T) {
 
 	// Expectations expire, so a lost event delays but never blocks; not
 	// before the timeout has passed.
-	tr.wrote(key, slim.ToUID("a"), "500")
+	tr.wrote(key, slim.ToUID("a"), "500", 0)
 	now = now.Add(Timeout)
 	if !pendingWith(tr, key, nil) {
 		t.Error("expectation dropped before its timeout")
@@ -90,7 +97,7 @@ func TestWriteTracker(t *testing.T) {
 	}
 
 	// Unparseable resource versions never block.
-	tr.wrote(key, slim.ToUID("a"), "abc")
+	tr.wrote(key, slim.ToUID("a"), "abc", 0)
 	if pendingWith(tr, key, mirrorAt("a", "1")) {
 		t.Error("an incomparable resource version blocked the sync")
 	}
@@ -104,12 +111,12 @@ func TestWriteTrackerDeletionsClear(t *testing.T) {
 	key := cache.ObjectName{Namespace: "ns", Name: "web"}
 	tr := New()
 
-	tr.wrote(key, slim.ToUID("a"), "200")
+	tr.wrote(key, slim.ToUID("a"), "200", 0)
 	tr.Observe(key, *mirrorAt("a", "150"), true)
 	if pendingWith(tr, key, nil) {
 		t.Error("an update stayed pending after a tombstone deletion of the object")
 	}
-	tr.wrote(key, slim.ToUID("a"), "200")
+	tr.wrote(key, slim.ToUID("a"), "200", 0)
 	tr.Observe(key, *mirrorAt("a", "200"), true)
 	if size(tr) != 0 {
 		t.Error("a create stayed recorded after its object's deletion event")
@@ -167,9 +174,9 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			tr := New()
-			tr.begin(key)
+			tr.begin(key, 0)
 			tc.events(tr)
-			tr.wrote(key, slim.ToUID("a"), "200")
+			tr.wrote(key, slim.ToUID("a"), "200", 0)
 			if cleared := size(tr) == 0; cleared == tc.wantPending {
 				t.Errorf("record cleared by wrote = %v, want %v", cleared, !tc.wantPending)
 			}
@@ -181,13 +188,13 @@ func TestWriteTrackerEventsBeforeWriteReturns(t *testing.T) {
 
 	// A failed write leaves nothing to wait for.
 	tr := New()
-	tr.begin(key)
+	tr.begin(key, 0)
 	tr.abandon(key)
 	if size(tr) != 0 || pendingWith(tr, key, nil) {
 		t.Error("an abandoned write is still recorded")
 	}
 	// abandon never drops the record of an earlier, successful write.
-	tr.wrote(key, slim.ToUID("a"), "300")
+	tr.wrote(key, slim.ToUID("a"), "300", 0)
 	tr.abandon(key)
 	if !pendingWith(tr, key, nil) {
 		t.Error("abandon dropped a completed write's record")
@@ -213,9 +220,9 @@ func TestWriteTrackerLaggingHandler(t *testing.T) {
 		if pendingWith(tr, key, nil) {
 			t.Fatal("deletion pending although the cache no longer holds the object")
 		}
-		tr.begin(key)
+		tr.begin(key, 0)
 		tr.Observe(key, *mirrorAt("old", "150"), true)
-		tr.wrote(key, slim.ToUID("new"), "200")
+		tr.wrote(key, slim.ToUID("new"), "200", 0)
 		if !pendingWith(tr, key, nil) {
 			t.Error("create not pending: the previous object's deletion event cleared it")
 		}
@@ -226,8 +233,8 @@ func TestWriteTrackerLaggingHandler(t *testing.T) {
 	})
 	t.Run("old deletion after the create returned", func(t *testing.T) {
 		tr := New()
-		tr.begin(key)
-		tr.wrote(key, slim.ToUID("new"), "200")
+		tr.begin(key, 0)
+		tr.wrote(key, slim.ToUID("new"), "200", 0)
 		tr.Observe(key, *mirrorAt("old", "150"), true)
 		if !pendingWith(tr, key, nil) {
 			t.Error("create not pending: the previous object's deletion event cleared it")
@@ -268,10 +275,10 @@ func TestWriteTrackerOwnEvent(t *testing.T) {
 		delete bool
 		own    bool
 	}{
-		{"create, its event", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100") }, false, mirrorAt("a", "100"), false, true},
-		{"create, a reconcile waited", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100") }, true, mirrorAt("a", "100"), false, false},
-		{"create, someone's later update", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100") }, false, mirrorAt("a", "101"), false, false},
-		{"create, deleted by someone", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100") }, false, mirrorAt("a", "100"), true, false},
+		{"create, its event", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100", 0) }, false, mirrorAt("a", "100"), false, true},
+		{"create, a reconcile waited", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100", 0) }, true, mirrorAt("a", "100"), false, false},
+		{"create, someone's later update", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100", 0) }, false, mirrorAt("a", "101"), false, false},
+		{"create, deleted by someone", func(tr *Tracker) { tr.wrote(key, slim.ToUID("a"), "100", 0) }, false, mirrorAt("a", "100"), true, false},
 		{"delete, its event", func(tr *Tracker) { tr.Deleted(key, Version{slim.ToUID("a"), "100"}) }, false, mirrorAt("a", "100"), true, true},
 		{"delete, a reconcile waited", func(tr *Tracker) { tr.Deleted(key, Version{slim.ToUID("a"), "100"}) }, true, mirrorAt("a", "100"), true, false},
 		{"delete, a new object", func(tr *Tracker) { tr.Deleted(key, Version{slim.ToUID("a"), "100"}) }, false, mirrorAt("b", "150"), false, false},
@@ -365,5 +372,80 @@ func TestDeletionNeedsANewerVersion(t *testing.T) {
 	tr.Observe(key, *mirrorAt("b", "101"), false)
 	if size(tr) != 0 {
 		t.Error("an event of a newer object did not clear the deletion")
+	}
+}
+
+// TestAuthor checks what the controller can prove about a mirror's answer
+// fields (by their fingerprint): its own write, a write whose response was
+// lost, an edit; and for a mirror it has no record of, what the admission
+// policy vouches for.
+func TestAuthor(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "web"}
+	const mine, forged, moved = 11, 66, 12
+	uid := func(s string) slim.UID { return slim.ToUID(types.UID(s)) }
+
+	tr := New()
+	for _, bound := range []bool{false, true} {
+		want := Unverified
+		if bound {
+			want = Own
+		}
+		if got := tr.Author(key, uid("m-1"), forged, bound); got != want {
+			t.Errorf("no record, bound=%v: %v, want %v", bound, got, want)
+		}
+	}
+
+	if err := tr.Write(key, mine, func() (Version, error) { return Version{UID: uid("m-1"), RV: "5"}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Author(key, uid("m-1"), mine, false); got != Own {
+		t.Errorf("its own write: %v", got)
+	}
+	if got := tr.Author(key, uid("m-1"), forged, true); got != Edited {
+		t.Errorf("an edit, even with the policy bound: %v", got)
+	}
+	if got := tr.Author(key, uid("m-2"), forged, false); got != Unverified {
+		t.Errorf("another object under the name: %v", got)
+	}
+	// Seen by the informer: the write's expectation goes, its fingerprint
+	// stays.
+	tr.Observe(key, Version{UID: uid("m-1"), RV: "5"}, false)
+	if size(tr) != 0 || tr.Author(key, uid("m-1"), mine, false) != Own {
+		t.Errorf("after the write's event: %d unobserved writes, author %v", size(tr), tr.Author(key, uid("m-1"), mine, false))
+	}
+
+	// A write sent whose outcome is unknown: either content is its own.
+	lost := errors.New("response lost")
+	if err := tr.Write(key, moved, func() (Version, error) { return Version{}, lost }); err != lost {
+		t.Fatal(err)
+	}
+	for _, sum := range []uint64{mine, moved} {
+		if got := tr.Author(key, uid("m-1"), sum, false); got != Own {
+			t.Errorf("before or after a lost write (%d): %v", sum, got)
+		}
+	}
+
+	// Gone: another object's deletion does not forget this one's record.
+	tr.Gone(key, uid("m-0"))
+	if got := tr.Author(key, uid("m-1"), forged, false); got != Edited {
+		t.Errorf("after an older object's deletion: %v", got)
+	}
+	tr.Deleted(key, Version{UID: uid("m-1"), RV: "9"})
+	if got := tr.Author(key, uid("m-1"), forged, false); got != Unverified {
+		t.Errorf("after its deletion: %v", got)
+	}
+	tr.Observe(key, Version{UID: uid("m-1"), RV: "9"}, true)
+	if n := len(tr.m); n != 0 {
+		t.Errorf("%d records kept after the deletion was seen, want none", n)
+	}
+
+	// Adopted: found equal to what its pod says.
+	tr.Adopt(key, uid("m-3"), mine)
+	if got := tr.Author(key, uid("m-3"), forged, true); got != Edited {
+		t.Errorf("an edit of an adopted mirror: %v", got)
+	}
+	tr.Gone(key, uid("m-3"))
+	if n := len(tr.m); n != 0 {
+		t.Errorf("%d records kept after the adopted mirror was gone, want none", n)
 	}
 }
