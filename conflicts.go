@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -106,7 +105,7 @@ func (c *Controller) conflictsOf(key cache.ObjectName, pod *podinfo.Pod) ([]conf
 		if err != nil {
 			return nil, err
 		}
-		others, err := c.othersHolding(addr, pod.NodeName)
+		others, err := conflicts.Others(c.ipAddresses, c.nodes, addr, pod.NodeName)
 		if err != nil {
 			return nil, err
 		}
@@ -150,33 +149,11 @@ func (c *Controller) podsHolding(addr string, except cache.ObjectName) (conflict
 	}
 }
 
-// othersHolding names the Service and the Nodes holding addr, as
-// conflictsWith names them; the Node the pod runs on does not count (a
-// pod that has a node to itself, on EKS Fargate say, holds its node's
-// address by design).
-func (c *Controller) othersHolding(addr, podNode string) ([]string, error) {
-	var out []string
-	if c.ipAddresses != nil {
-		obj, exists, err := c.ipAddresses.GetByKey(addr)
-		if err != nil {
-			return nil, fmt.Errorf("looking up IPAddress %s: %w", addr, err)
-		}
-		if exists && obj.(*conflicts.IPAddressInfo).Holder != "" {
-			out = append(out, obj.(*conflicts.IPAddressInfo).Holder)
-		}
-	}
-	if c.nodes != nil {
-		nodeKeys, err := c.nodes.IndexKeys(conflicts.AddressIndex, addr)
-		if err != nil {
-			return nil, fmt.Errorf("looking up the nodes holding %s: %w", addr, err)
-		}
-		for _, k := range nodeKeys {
-			if k != podNode {
-				out = append(out, conflicts.HolderNode+" "+k)
-			}
-		}
-	}
-	return out, nil
+// enqueueAllHoldersOf queues the pods holding any of addrs: the node and
+// IPAddress handlers (conflicts.NodeHandlers) call it, on every replica;
+// it does nothing on a standby.
+func (c *Controller) enqueueAllHoldersOf(addrs ...[]string) {
+	c.enqueueHoldersOf(cache.ObjectName{}, addrs...)
 }
 
 // enqueueHoldersOf queues the pods that hold any of addrs, except except:
@@ -194,52 +171,6 @@ func (c *Controller) enqueueHoldersOf(except cache.ObjectName, addrs ...[]string
 				}
 			}
 		}
-	}
-}
-
-// The handlers of the node and IPAddress informers queue the pods holding
-// the addresses that came, went or changed hands. They run on every
-// replica; enqueueHoldersOf does nothing on a standby.
-
-func (c *Controller) addNode(obj any) {
-	if n, ok := obj.(*conflicts.NodeInfo); ok {
-		c.enqueueHoldersOf(cache.ObjectName{}, n.Addresses)
-	}
-}
-
-func (c *Controller) updateNode(oldObj, newObj any) {
-	old, ok1 := oldObj.(*conflicts.NodeInfo)
-	cur, ok2 := newObj.(*conflicts.NodeInfo)
-	if !ok1 || !ok2 || slices.Equal(old.Addresses, cur.Addresses) {
-		return // heartbeats, images, conditions: nothing the check reads
-	}
-	c.enqueueHoldersOf(cache.ObjectName{}, old.Addresses, cur.Addresses)
-}
-
-func (c *Controller) deleteNode(obj any) {
-	if n, ok := unwrapTombstone(obj).(*conflicts.NodeInfo); ok {
-		c.enqueueHoldersOf(cache.ObjectName{}, n.Addresses)
-	}
-}
-
-func (c *Controller) addIPAddress(obj any) {
-	if a, ok := obj.(*conflicts.IPAddressInfo); ok {
-		c.enqueueHoldersOf(cache.ObjectName{}, []string{a.Name})
-	}
-}
-
-func (c *Controller) updateIPAddress(oldObj, newObj any) {
-	old, ok1 := oldObj.(*conflicts.IPAddressInfo)
-	cur, ok2 := newObj.(*conflicts.IPAddressInfo)
-	if !ok1 || !ok2 || old.Holder == cur.Holder {
-		return
-	}
-	c.enqueueHoldersOf(cache.ObjectName{}, []string{cur.Name})
-}
-
-func (c *Controller) deleteIPAddress(obj any) {
-	if a, ok := unwrapTombstone(obj).(*conflicts.IPAddressInfo); ok {
-		c.enqueueHoldersOf(cache.ObjectName{}, []string{a.Name})
 	}
 }
 

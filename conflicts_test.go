@@ -458,27 +458,27 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 		}, []string{"x", "z"}},
 		"node added": {func(f *fixture) {
 			n, _ := conflicts.SlimNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.0.2"}}}})
-			f.c.addNode(n)
+			conflicts.NodeHandlers(f.c.enqueueAllHoldersOf).AddFunc(n)
 		}, []string{"y"}},
 		"node address changed": {func(f *fixture) {
-			f.c.updateNode(&conflicts.NodeInfo{Addresses: []string{"10.1.0.2"}}, &conflicts.NodeInfo{Addresses: []string{"10.1.0.1"}})
+			conflicts.NodeHandlers(f.c.enqueueAllHoldersOf).UpdateFunc(&conflicts.NodeInfo{Addresses: []string{"10.1.0.2"}}, &conflicts.NodeInfo{Addresses: []string{"10.1.0.1"}})
 		}, []string{"x", "y", "z"}},
 		"node heartbeat": {func(f *fixture) {
-			f.c.updateNode(&conflicts.NodeInfo{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}, Addresses: []string{"10.1.0.1"}},
+			conflicts.NodeHandlers(f.c.enqueueAllHoldersOf).UpdateFunc(&conflicts.NodeInfo{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}, Addresses: []string{"10.1.0.1"}},
 				&conflicts.NodeInfo{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "2"}, Addresses: []string{"10.1.0.1"}})
 		}, nil},
 		"node deleted": {func(f *fixture) {
-			f.c.deleteNode(cache.DeletedFinalStateUnknown{Obj: &conflicts.NodeInfo{Addresses: []string{"10.1.0.1"}}})
+			conflicts.NodeHandlers(f.c.enqueueAllHoldersOf).DeleteFunc(cache.DeletedFinalStateUnknown{Obj: &conflicts.NodeInfo{Addresses: []string{"10.1.0.1"}}})
 		}, []string{"x", "z"}},
 		"ClusterIP allocated": {func(f *fixture) {
-			f.c.addIPAddress(&conflicts.IPAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: "10.1.0.2"}, Holder: "Service ns/s"})
+			conflicts.IPAddressHandlers(f.c.enqueueAllHoldersOf).AddFunc(&conflicts.IPAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: "10.1.0.2"}, Holder: "Service ns/s"})
 		}, []string{"y"}},
 		"ClusterIP unchanged": {func(f *fixture) {
 			a := &conflicts.IPAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: "10.1.0.2"}, Holder: "Service ns/s"}
-			f.c.updateIPAddress(a, a)
+			conflicts.IPAddressHandlers(f.c.enqueueAllHoldersOf).UpdateFunc(a, a)
 		}, nil},
 		"ClusterIP released": {func(f *fixture) {
-			f.c.deleteIPAddress(&conflicts.IPAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: "10.1.0.1"}, Holder: "Service ns/s"})
+			conflicts.IPAddressHandlers(f.c.enqueueAllHoldersOf).DeleteFunc(&conflicts.IPAddressInfo{ObjectMeta: metav1.ObjectMeta{Name: "10.1.0.1"}, Holder: "Service ns/s"})
 		}, []string{"x", "z"}},
 	} {
 		f := setup()
@@ -502,7 +502,7 @@ func TestHandlersQueueOtherHolders(t *testing.T) {
 	// A standby looks nothing up and queues nothing.
 	f = setup()
 	f.c.active.Store(false)
-	f.c.addNode(&conflicts.NodeInfo{Addresses: []string{"10.1.0.1"}})
+	conflicts.NodeHandlers(f.c.enqueueAllHoldersOf).AddFunc(&conflicts.NodeInfo{Addresses: []string{"10.1.0.1"}})
 	if f.c.queue.Len() != 0 {
 		t.Error("a standby queued the holders of a node's address")
 	}

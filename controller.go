@@ -185,14 +185,14 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		if err := ensureIndexers(k.Informer, cache.Indexers{conflicts.AddressIndex: conflicts.NodeAddressIndexFunc}); err != nil {
 			return nil, fmt.Errorf("adding the node address index: %w", err)
 		}
-		if _, err := addHandler(ctx, k.Informer, c.addNode, c.updateNode, c.deleteNode); err != nil {
+		if _, err := addHandlers(ctx, k.Informer, conflicts.NodeHandlers(c.enqueueAllHoldersOf)); err != nil {
 			return nil, fmt.Errorf("adding node event handler: %w", err)
 		}
 		c.nodes = k.Informer.GetIndexer()
 		c.checks, c.cachesSynced = append(c.checks, k), append(c.cachesSynced, k.Synced)
 	}
 	if k := inf.IPAddresses; k != nil {
-		if _, err := addHandler(ctx, k.Informer, c.addIPAddress, c.updateIPAddress, c.deleteIPAddress); err != nil {
+		if _, err := addHandlers(ctx, k.Informer, conflicts.IPAddressHandlers(c.enqueueAllHoldersOf)); err != nil {
 			return nil, fmt.Errorf("adding IPAddress event handler: %w", err)
 		}
 		c.ipAddresses = k.Informer.GetIndexer()
@@ -228,9 +228,13 @@ func counted2(f func(any, any), p *history.Progress) func(any, any) {
 
 // addHandler adds the three handlers to inf, logging with ctx's logger.
 func addHandler(ctx context.Context, inf cache.SharedIndexInformer, add func(any), update func(any, any), del func(any)) (cache.ResourceEventHandlerRegistration, error) {
+	return addHandlers(ctx, inf, cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: update, DeleteFunc: del})
+}
+
+// addHandlers adds h to inf, logging with ctx's logger.
+func addHandlers(ctx context.Context, inf cache.SharedIndexInformer, h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
 	logger := klog.FromContext(ctx)
-	return inf.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: update, DeleteFunc: del},
-		cache.HandlerOptions{Logger: &logger})
+	return inf.AddEventHandlerWithOptions(h, cache.HandlerOptions{Logger: &logger})
 }
 
 // ensureIndexers adds the indexes of want that inf does not have yet. An
