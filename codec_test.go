@@ -481,4 +481,3 @@ func TestFingerprintCoversTheAnswer(t *testing.T) {
 		t.Error("the cached mirror's fingerprint differs from the written one's")
 	}
 }
-
