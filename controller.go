@@ -328,7 +328,7 @@ func (c *Controller) onMirrorAdd(obj any) {
 	m := obj.(*mirrorInfo)
 	key := m.key()
 	if c.tracker.Observe(key, m.version(), false) {
-		return // our create, as written (see observe)
+		return // our create, as written (see tracker.Observe)
 	}
 	c.enqueue(key)
 }

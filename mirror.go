@@ -134,10 +134,9 @@ func boolPtrEqual(a, b *bool) bool {
 // applyDesired returns the object an update of have sends: want's owned
 // fields on have's identity and resourceVersion (so the update is a
 // compare-and-swap on what was cached), with everything users may have
-// added kept (other labels, annotations, finalizers). Fields the cache does
-// not keep are the API server's (creationTimestamp, generation,
-// deletionTimestamp, managedFields): an update without them leaves them as
-// they are. Nothing of have is shared with the result.
+// added kept (other labels, annotations, finalizers). The API server's
+// fields (creationTimestamp, generation, deletionTimestamp, managedFields)
+// are not sent: an update without them leaves them as they are. Nothing of have is shared with the result.
 func applyDesired(have *mirrorInfo, want *PodToIp) *PodToIp {
 	labels := maps.Clone(have.labels())
 	if labels == nil {

@@ -26,10 +26,11 @@ import (
 // Of the deletion fields it keeps only whether the mirror is being deleted
 // (Deleting): a mirror that a finalizer holds after its DELETE was accepted
 // is gone as far as the controller is concerned, and must not be deleted,
-// or released in the trail, again. It drops managedFields,
-// creationTimestamp, generation and the deletion timestamps, which the
-// controller never reads and which an update leaves as the API server has
-// them.
+// or released in the trail, again. It keeps the generation, which guards
+// the patch of an update that lost the race for the resourceVersion
+// (answerPatch), and drops managedFields, creationTimestamp and the
+// deletion timestamps, which the controller never reads and which an
+// update leaves as the API server has them.
 //
 // A mirror as the controller writes it repeats itself: podName is the
 // name, podAddress the first of podIPs, podIPv4 and podIPv6 the first
@@ -38,8 +39,8 @@ import (
 // kept in the fields below alone; whatever differs from that shape (a
 // mirror written by hand, users' metadata, a conflict) puts
 // every one of those fields in other, as decoded. The accessors (podName,
-// podAddress, ..., labels, ownerReferences) give the same answers either
-// way.
+// podAddress, ..., labels, conflictsWith) and ownersEqual give the same
+// answers either way.
 type mirrorInfo struct {
 	slim.Meta
 	Name            string

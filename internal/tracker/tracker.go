@@ -21,7 +21,7 @@ import (
 // Timeout bounds how long a write may stay unobserved before the
 // controller stops trusting its record of it and reconciles from the cache
 // again. It is a safety net for a lost event, never the normal path: every
-// sequence of events the informer can deliver clears the record, in observe
+// sequence of events the informer can deliver clears the record, in Observe
 // or, when the event came before the write's response, at the next
 // reconcile (pending).
 const Timeout = time.Minute
@@ -258,8 +258,8 @@ func (t *Tracker) Observe(key cache.ObjectName, v Version, isDelete bool) (own b
 // reads the cache itself, with lookup, and returns what it read: the caller
 // must reconcile from that read and no earlier one.
 //
-// The order is what makes the answer right. observe clears a record only
-// after the informer has applied the event to its cache, so once observe
+// The order is what makes the answer right. Observe clears a record only
+// after the informer has applied the event to its cache, so once Observe
 // has cleared it, any read made after shows the write. A read made before
 // could still hold the state the write replaced:
 // the informer may apply the write's event and clear the record between the
