@@ -133,7 +133,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (5000 inputs); a crasher is writ
 # tests kill.
 GREMLINS          := $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 MUTATE_PKGS       ?= ./internal/addr ./internal/slim ./internal/tracker ./internal/conflicts ./internal/jsonscan ./internal/trail ./internal/history ./internal/podinfo .
-MUTATE_ROOT_FILES ?= mirror.go records.go codec.go conflicts.go
+MUTATE_ROOT_FILES ?= mirror.go records.go codec.go sync.go
 # GREMLINS_FLAGS adds flags, e.g. --dry-run to list the mutants without testing them.
 GREMLINS_FLAGS    ?=
 MUTATE_ROOT_SKIP  := $(filter-out $(MUTATE_ROOT_FILES) %_test.go,$(wildcard *.go))

@@ -20,27 +20,8 @@ import (
 	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/kubeclient"
 	"example.com/podtoip-controller/internal/podinfo"
-	"example.com/podtoip-controller/internal/slim"
 	"example.com/podtoip-controller/internal/tracker"
 )
-
-const (
-	// reasonNotManaged is the event reason for a PodToIp that exists under a
-	// pod's name but is not managed by this controller.
-	reasonNotManaged = "PodToIpNotManaged"
-	// reasonInvalidAddress is the event reason for a pod that gets no
-	// mirror because an address in its status is not an IP address.
-	reasonInvalidAddress = "PodToIpInvalidAddress"
-	// reasonEditReverted is the event reason for a pod whose mirror
-	// someone else had changed and the controller rewrote.
-	reasonEditReverted = "PodToIpEditReverted"
-)
-
-// PodToIpsGetter returns the PodToIp calls for a namespace. *Client
-// implements it; unit tests substitute a recorder of calls.
-type PodToIpsGetter interface {
-	PodToIps(namespace string) PodToIpInterface
-}
 
 // Informers are what the controller reads. The pod informer must use
 // podinfo.Slim as its transform and the PodToIp informer slimMirror. Nodes
@@ -56,17 +37,11 @@ type Informers struct {
 
 // Controller keeps one PodToIp per pod that has an IP. Both informers feed
 // pod keys (namespace/name; a mirror has its pod's key) into one queue, and
-// syncHandler converges each key from cached state alone.
+// the workers hand each to the reconciler's syncHandler, which converges it
+// from cached state alone.
 type Controller struct {
-	mirrorClient PodToIpsGetter
-	recorder     record.EventRecorder
+	reconciler
 
-	pods    cache.Indexer // of *podinfo.Pod
-	mirrors cache.Indexer // of *mirrorInfo
-	// nodes (of *conflicts.NodeInfo, indexed by address) and ipAddresses
-	// (of *conflicts.IPAddressInfo, keyed by address) feed the optional
-	// conflict checks; nil when a check does not run, empty while it is off.
-	nodes, ipAddresses cache.Indexer
 	// cachesSynced lists what the workers wait for: both caches, the
 	// holder index (else a restart would find a conflict's other holder
 	// missing, clear the mark, and set it again), and each conflict check's
@@ -74,16 +49,6 @@ type Controller struct {
 	cachesSynced []cache.InformerSynced
 	checks       []*conflicts.Check
 
-	// holders finds the pods holding an address; the pod handlers keep it.
-	holders *conflicts.HolderIndex
-	// conflicts follows the addresses in conflict, for logs and metrics.
-	conflicts *conflicts.Ledger
-	// tracker remembers the controller's writes: until the cache shows
-	// them, and what each mirror last had written (tracker.Author).
-	tracker *tracker.Tracker
-	// policy says whether the admission policy vouches for the mirrors
-	// the controller has no record of (nil: unknown).
-	policy interface{ Bound() bool }
 	// history keeps the IPHistory objects; nil when off.
 	history *history.Historian
 
@@ -100,52 +65,6 @@ type Controller struct {
 	// nanoseconds): see mirrorsBusy.
 	working             atomic.Int32
 	lastWork, busySince atomic.Int64
-
-	// foreign remembers the unmanaged PodToIps already reported (see
-	// reportForeign); invalid the pods, by UID, already reported for an
-	// address that is not an IP, until their addresses parse again.
-	foreign reported[foreignReport]
-	invalid reported[slim.UID]
-}
-
-// foreignReport is what has been said about an unmanaged PodToIp: the log
-// line once per object, the Warning event once per pod incarnation, since
-// a pod created after (or recreated under) the object must get it too.
-type foreignReport struct {
-	mirror slim.UID // the object logged about
-	pod    slim.UID // the pod told by an event, if any
-}
-
-// reported remembers, per pod key, what has been reported about it, so that
-// a problem is reported once and not on every change of the pod.
-type reported[V comparable] struct {
-	mu sync.Mutex
-	m  map[cache.ObjectName]V
-}
-
-// swap records v for key and returns what was recorded before.
-func (r *reported[V]) swap(key cache.ObjectName, v V) (prev V) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[cache.ObjectName]V{}
-	}
-	prev, r.m[key] = r.m[key], v
-	return prev
-}
-
-// forget drops what was recorded for key: the problem is gone.
-func (r *reported[V]) forget(key cache.ObjectName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.m, key)
-}
-
-// count is the number of keys with a problem reported.
-func (r *reported[V]) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.m)
 }
 
 // NewController wires the handlers of the informers to a new queue. The
@@ -153,18 +72,21 @@ func (r *reported[V]) count() int {
 // a check, until it is on or off).
 func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informers, recorder record.EventRecorder) (*Controller, error) {
 	c := &Controller{
-		mirrorClient: mirrorClient,
-		recorder:     recorder,
-		pods:         inf.Pods.GetIndexer(),
-		mirrors:      inf.Mirrors.GetIndexer(),
-		holders:      conflicts.NewHolderIndex(conflicts.MaxListed),
-		// A closure, not the method value: registering the counter replaces
-		// what it delegates to.
-		conflicts: conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
-		tracker:   tracker.New(),
+		reconciler: reconciler{
+			mirrorClient: mirrorClient,
+			recorder:     recorder,
+			pods:         inf.Pods.GetIndexer(),
+			mirrors:      inf.Mirrors.GetIndexer(),
+			holders:      conflicts.NewHolderIndex(conflicts.MaxListed),
+			// A closure, not the method value: registering the counter
+			// replaces what it delegates to.
+			conflicts: conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
+			tracker:   tracker.New(),
+		},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(kubeclient.NewRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"}),
 	}
+	c.requeueAfter = c.queue.AddAfter
 	var progress *history.Progress
 	if inf.History != nil {
 		progress = inf.History.Progress
@@ -180,6 +102,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 	if hc := inf.History; hc != nil {
 		c.history = history.NewHistorian(hc, history.Pods{Cache: c.pods, Holders: c.holders, Held: heldAddresses, Listed: podHandler.HasSynced,
 			MirrorsBusy: c.mirrorsBusy})
+		c.heldFrom = c.history.HeldFrom
 	}
 	if k := inf.Nodes; k != nil {
 		if err := ensureIndexers(k.Informer, cache.Indexers{conflicts.AddressIndex: conflicts.NodeAddressIndexFunc}); err != nil {
@@ -267,6 +190,31 @@ func ensureIndexers(inf cache.SharedIndexInformer, want cache.Indexers) error {
 func (c *Controller) enqueue(key cache.ObjectName) {
 	if c.active.Load() {
 		c.queue.Add(key)
+	}
+}
+
+// enqueueAllHoldersOf queues the pods holding any of addrs: the node and
+// IPAddress handlers (conflicts.NodeHandlers) call it, on every replica;
+// it does nothing on a standby.
+func (c *Controller) enqueueAllHoldersOf(addrs ...[]string) {
+	c.enqueueHoldersOf(cache.ObjectName{}, addrs...)
+}
+
+// enqueueHoldersOf queues the pods that hold any of addrs, except except:
+// their conflicts may have changed because another holder of the address
+// came, went or changed. Nothing is looked up while the workers do not run.
+func (c *Controller) enqueueHoldersOf(except cache.ObjectName, addrs ...[]string) {
+	if !c.active.Load() {
+		return
+	}
+	for _, list := range addrs {
+		for _, addr := range list {
+			for _, key := range c.holders.Holders(addr) {
+				if key != except {
+					c.queue.Add(key)
+				}
+			}
+		}
 	}
 }
 
@@ -543,8 +491,25 @@ func isPermanent(err error) bool {
 		apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err)
 }
 
-// podRef names a pod key in logs: "namespace/name" in text, an object with
-// name and namespace in JSON, as klog.KObj names objects.
-func podRef(key cache.ObjectName) klog.ObjectRef {
-	return klog.KRef(key.Namespace, key.Name)
+// gauges are what the metrics registered for c read (registerMetrics).
+func (c *Controller) gauges() gauges {
+	return gauges{
+		policyBound:        c.policyBound,
+		mirrors:            c.managedMirrors,
+		foreign:            c.foreign.count,
+		invalid:            c.invalid.count,
+		conflictingAddress: c.conflicts.Addresses,
+		checks:             c.checks,
+	}
+}
+
+// managedMirrors counts the managed PodToIps in the cache.
+func (c *Controller) managedMirrors() int {
+	n := 0
+	for _, obj := range c.mirrors.List() {
+		if isManaged(obj.(*mirrorInfo)) {
+			n++
+		}
+	}
+	return n
 }

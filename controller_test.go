@@ -132,15 +132,18 @@ func newFixture(t *testing.T) *fixture {
 		recorder: record.NewFakeRecorder(10),
 	}
 	f.c = &Controller{
-		mirrorClient: f.client,
-		pods:         f.pods.Indexer,
-		mirrors:      f.mirrors,
-		queue:        workqueue.NewTypedRateLimitingQueue(kubeclient.NewRateLimiter[cache.ObjectName]()),
-		recorder:     f.recorder,
-		tracker:      tracker.New(),
-		conflicts:    conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
-		holders:      f.pods.holders,
+		reconciler: reconciler{
+			mirrorClient: f.client,
+			pods:         f.pods.Indexer,
+			mirrors:      f.mirrors,
+			recorder:     f.recorder,
+			tracker:      tracker.New(),
+			conflicts:    conflicts.NewLedger(func() { conflictsDetectedTotal.Inc() }),
+			holders:      f.pods.holders,
+		},
+		queue: workqueue.NewTypedRateLimitingQueue(kubeclient.NewRateLimiter[cache.ObjectName]()),
 	}
+	f.c.requeueAfter = f.c.queue.AddAfter
 	f.c.active.Store(true) // as when the workers run
 	t.Cleanup(f.c.queue.ShutDown)
 	return f

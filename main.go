@@ -373,7 +373,7 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	policy := access.NewPolicy(c.kube, whoAmI(ctx, c.kube))
 	policy.Start(ctx)
 	controller.policy = policy
-	registerMetrics(controller)
+	registerMetrics(controller.gauges())
 
 	// Every replica warms its caches; only the leader runs workers.
 	p.health.Started(controller.cachesSynced...)

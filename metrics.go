@@ -10,6 +10,7 @@ import (
 	// rate-limiter wait, workqueues, leader election) with legacyregistry.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 
+	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/history"
 )
 
@@ -42,7 +43,14 @@ var (
 
 // registerMetrics registers the controller's metrics; the gauges read the
 // controller's caches when scraped, so they can never drift from them.
-func registerMetrics(c *Controller) {
+// gauges are what the controller's gauges read (Controller.gauges).
+type gauges struct {
+	policyBound                                   func() bool
+	mirrors, foreign, invalid, conflictingAddress func() int
+	checks                                        []*conflicts.Check
+}
+
+func registerMetrics(g gauges) {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(syncsTotal, writesTotal, conflictsDetectedTotal, editsRevertedTotal)
 		history.RegisterMetrics()
@@ -53,7 +61,7 @@ func registerMetrics(c *Controller) {
 					"or the controller may not read them: then anyone with RBAC to write PodToIps or IPHistories can change the answers.",
 				StabilityLevel: metrics.ALPHA,
 			}, func() float64 {
-				if c.policyBound() {
+				if g.policyBound() {
 					return 1
 				}
 				return 0
@@ -62,25 +70,25 @@ func registerMetrics(c *Controller) {
 				Namespace: "podtoip", Subsystem: "controller", Name: "mirrors",
 				Help:           "PodToIp objects managed by this controller, as seen in its cache.",
 				StabilityLevel: metrics.ALPHA,
-			}, func() float64 { return float64(c.managedMirrors()) }),
+			}, func() float64 { return float64(g.mirrors()) }),
 			metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Subsystem: "controller", Name: "foreign_objects",
 				Help:           "PodToIp objects under a pod's name that are not managed by this controller and are left alone.",
 				StabilityLevel: metrics.ALPHA,
-			}, func() float64 { return float64(c.foreign.count()) }),
+			}, func() float64 { return float64(g.foreign()) }),
 			metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Subsystem: "controller", Name: "invalid_address_pods",
 				Help:           "Pods that have no PodToIp because an address in their status is not an IP address (each has a PodToIpInvalidAddress event).",
 				StabilityLevel: metrics.ALPHA,
-			}, func() float64 { return float64(c.invalid.count()) }),
+			}, func() float64 { return float64(g.invalid()) }),
 			metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Subsystem: "controller", Name: "conflicting_addresses",
 				Help: "Addresses held by more than one live holder (pods, a Service ClusterIP, a Node) right now, as the leader's reconciles found them; " +
 					"each pod involved has conflict=true on its PodToIp. 0 on standbys.",
 				StabilityLevel: metrics.ALPHA,
-			}, func() float64 { return float64(c.conflicts.Addresses()) }),
+			}, func() float64 { return float64(g.conflictingAddress()) }),
 		)
-		for _, k := range c.checks {
+		for _, k := range g.checks {
 			legacyregistry.RawMustRegister(metrics.NewGaugeFunc(&metrics.GaugeOpts{
 				Namespace: "podtoip", Subsystem: "controller", Name: "conflict_check_enabled",
 				Help: "1 while an optional address conflict check runs, 0 while it is off (its informer may not list, or the API is not served) or not synced yet. " +
@@ -95,15 +103,4 @@ func registerMetrics(c *Controller) {
 			}))
 		}
 	})
-}
-
-// managedMirrors counts the managed PodToIps in the cache.
-func (c *Controller) managedMirrors() int {
-	n := 0
-	for _, obj := range c.mirrors.List() {
-		if isManaged(obj.(*mirrorInfo)) {
-			n++
-		}
-	}
-	return n
 }

@@ -1,29 +1,15 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"example.com/podtoip-controller/internal/access"
 	"example.com/podtoip-controller/internal/addr"
+	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/podinfo"
-)
-
-const (
-	// controllerName names the component in events, user agents and the
-	// managed-by label.
-	controllerName = "podtoip-controller"
-	// fieldManager attributes the controller's writes in managedFields.
-	fieldManager = controllerName
-	// managedByLabel marks the PodToIp objects this controller owns. Objects
-	// without it (or with another value) are never modified or deleted.
-	managedByLabel = "app.kubernetes.io/managed-by"
 )
 
 // wantsMirror is the one predicate that decides whether a pod is mirrored:
@@ -46,6 +32,47 @@ func wantsMirror(pod *podinfo.Pod) bool {
 // itself rewrites.
 func isManaged(m *mirrorInfo) bool {
 	return m.labels()[managedByLabel] == controllerName
+}
+
+// isHolder reports whether pod holds its addresses: it has a mirror (has
+// an IP, has not finished) and is not hostNetwork. A hostNetwork pod's
+// addresses are its node's, shared by design with the node and with every
+// other hostNetwork pod there. A terminating pod holds them until it is
+// gone: its sandbox, which IPAM frees the address with, lives through its
+// grace period. The holder index and the history count it; conflict
+// detection does not (countsInConflicts).
+func isHolder(pod *podinfo.Pod) bool {
+	return wantsMirror(pod) && !pod.HostNetwork
+}
+
+// countsInConflicts reports whether pod takes part in conflict detection: it
+// holds its addresses and is not terminating. A terminating pod may have
+// lost its address to another pod already (a new holder means its sandbox
+// let go), so it is in conflict with nobody, and nobody with it.
+func countsInConflicts(pod *podinfo.Pod) bool {
+	return isHolder(pod) && !pod.Terminating()
+}
+
+// heldAddresses returns the canonical addresses pod holds, nil if it is not
+// a holder (isHolder); a terminating pod's included. Entries that are not
+// IP addresses are skipped: nothing can hold them. A pod spells its
+// addresses canonically almost always, and addr.Canonical then returns them
+// without allocating.
+func heldAddresses(pod *podinfo.Pod) []string {
+	if !isHolder(pod) {
+		return nil
+	}
+	raw := pod.PodIPs
+	if len(raw) == 0 {
+		raw = []string{pod.PodIP}
+	}
+	out := make([]string, 0, len(raw))
+	for _, s := range raw {
+		if ip, ok := addr.Canonical(s); ok && !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
 }
 
 // desiredMirror returns the PodToIp that should exist for pod, or nil if the
@@ -81,6 +108,21 @@ func desiredMirror(pod *podinfo.Pod) (*PodToIp, error) {
 	}, nil
 }
 
+// desiredMirrorWith is desiredMirror for a pod whose addresses others may
+// hold too: the mirror also says whether the pod is in conflict and with
+// whom. conflicts must come from the other holders of the pod's own
+// addresses (see reconciler.conflictsOf).
+func desiredMirrorWith(pod *podinfo.Pod, found []conflicts.Conflict) (*PodToIp, error) {
+	m, err := desiredMirror(pod)
+	if m == nil || err != nil {
+		return m, err
+	}
+	if with := conflicts.ListedHolders(found); len(with) > 0 {
+		m.Conflict, m.ConflictsWith = true, with
+	}
+	return m, nil
+}
+
 // ownerRef makes the pod the mirror's controller. blockOwnerDeletion is left
 // unset: it would need extra permissions on pods and the mirror must never
 // hold up a pod's deletion.
@@ -93,133 +135,6 @@ func ownerRef(pod *podinfo.Pod) metav1.OwnerReference {
 		UID:        pod.UID.UID(),
 		Controller: &isController,
 	}
-}
-
-// needsUpdate reports whether the managed mirror have differs from want in
-// anything the controller owns: the mirrored fields, the managed-by label and
-// the owner references. Other labels and annotations belong to users. A
-// mirror of an older shape (no podIPv4, podIPv6 or hostNetwork, or an
-// address spelled as its pod spelled it) differs in those fields, so it is
-// brought to the current shape by one update, and never again. One without
-// the conflict fields reads as not in conflict, and one without terminating
-// as not terminating, which is what it shows: it is left alone unless its
-// pod is in conflict or terminating.
-func needsUpdate(have *mirrorInfo, want *PodToIp) bool {
-	return have.podName() != want.PodName ||
-		!have.PodUID.Is(want.PodUID) ||
-		!slices.Equal(have.PodIPs, want.PodIPs) ||
-		have.podAddress() != want.PodAddress ||
-		have.podIPv4() != want.PodIPv4 ||
-		have.podIPv6() != want.PodIPv6 ||
-		have.NodeName != want.NodeName ||
-		have.HostNetwork != want.HostNetwork ||
-		have.Terminating != want.Terminating ||
-		have.Conflict != want.Conflict ||
-		!slices.Equal(have.conflictsWith(), want.ConflictsWith) ||
-		have.labels()[managedByLabel] != want.Labels[managedByLabel] ||
-		!have.ownersEqual(want.OwnerReferences)
-}
-
-func ownerRefsEqual(a, b []metav1.OwnerReference) bool {
-	return slices.EqualFunc(a, b, func(x, y metav1.OwnerReference) bool {
-		return x.APIVersion == y.APIVersion && x.Kind == y.Kind && x.Name == y.Name && x.UID == y.UID &&
-			boolPtrEqual(x.Controller, y.Controller) && boolPtrEqual(x.BlockOwnerDeletion, y.BlockOwnerDeletion)
-	})
-}
-
-func boolPtrEqual(a, b *bool) bool {
-	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
-}
-
-// applyDesired returns the object an update of have sends: want's owned
-// fields on have's identity and resourceVersion (so the update is a
-// compare-and-swap on what was cached), with everything users may have
-// added kept (other labels, annotations, finalizers). The API server's
-// fields (creationTimestamp, generation, deletionTimestamp, managedFields)
-// are not sent: an update without them leaves them as they are. Nothing of have is shared with the result.
-func applyDesired(have *mirrorInfo, want *PodToIp) *PodToIp {
-	labels := maps.Clone(have.labels())
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[managedByLabel] = controllerName
-	out := &PodToIp{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            have.Name,
-			Namespace:       have.Namespace,
-			UID:             have.UID.UID(),
-			ResourceVersion: have.ResourceVersion,
-			Labels:          labels,
-			OwnerReferences: want.OwnerReferences,
-		},
-		PodName:       want.PodName,
-		PodUID:        want.PodUID,
-		PodAddress:    want.PodAddress,
-		PodIPs:        want.PodIPs,
-		PodIPv4:       want.PodIPv4,
-		PodIPv6:       want.PodIPv6,
-		NodeName:      want.NodeName,
-		HostNetwork:   want.HostNetwork,
-		Terminating:   want.Terminating,
-		Conflict:      want.Conflict,
-		ConflictsWith: want.ConflictsWith,
-	}
-	k := have.kept()
-	out.GenerateName = k.generateName
-	out.Annotations = maps.Clone(k.annotations)
-	out.Finalizers = slices.Clone(k.finalizers)
-	return out
-}
-
-// answerPatch is the JSON patch (RFC 6902) that gives the object cached as
-// have what obj says in the fields the controller owns (access.AnswerFields
-// and the owner references), or declines (ok false) to send one. It applies
-// only while the object is the one cached (its UID), still the
-// controller's (the managed-by label) and its fields are as cached (its
-// generation, which the API server moves with every change of a custom
-// resource outside its metadata): the compare-and-swap of an update,
-// without the resourceVersion, which users' labels, annotations and
-// finalizers move too. A user who keeps editing those never holds off the
-// controller, and what users added is kept whatever they changed since.
-func answerPatch(have *mirrorInfo, obj *PodToIp) (patch []byte, ok bool) {
-	if have.Generation == 0 || len(obj.OwnerReferences) == 0 {
-		return nil, false // not from the API server, or not the controller's
-	}
-	was, err1 := topLevel(have.answer())
-	is, err2 := topLevel(obj)
-	if err1 != nil || err2 != nil {
-		return nil, false
-	}
-	type op struct {
-		Op    string `json:"op"`
-		Path  string `json:"path"`
-		Value any    `json:"value,omitempty"`
-	}
-	ops := []op{
-		{"test", "/metadata/uid", have.UID.UID()},
-		{"test", "/metadata/labels/" + strings.ReplaceAll(managedByLabel, "/", "~1"), controllerName},
-		{"test", "/metadata/generation", have.Generation},
-	}
-	for _, f := range access.AnswerFields {
-		if v, set := is[f]; set {
-			ops = append(ops, op{"add", "/" + f, v}) // adds or replaces
-		} else if _, had := was[f]; had {
-			ops = append(ops, op{Op: "remove", Path: "/" + f})
-		}
-	}
-	ops = append(ops, op{"add", "/metadata/ownerReferences", obj.OwnerReferences})
-	patch, err := json.Marshal(ops)
-	return patch, err == nil
-}
-
-// topLevel returns the fields of obj's JSON, as a write sends it.
-func topLevel(obj *PodToIp) (map[string]json.RawMessage, error) {
-	body, err := bodyOf(obj)
-	if err != nil {
-		return nil, err
-	}
-	var fields map[string]json.RawMessage
-	return fields, json.Unmarshal(body, &fields)
 }
 
 // mirrorChanged reports whether a pod update can change its mirror. Updates

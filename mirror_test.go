@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"reflect"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"time"
 	"unsafe"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -211,67 +209,6 @@ func TestDesiredMirrorAddresses(t *testing.T) {
 	}
 }
 
-func TestNeedsUpdate(t *testing.T) {
-	want := desiredFor(testPod())
-	for name, tc := range map[string]struct {
-		edit func(*PodToIp)
-		want bool
-	}{
-		"equal":                  {func(*PodToIp) {}, false},
-		"extra user label":       {func(m *PodToIp) { m.Labels["team"] = "net" }, false},
-		"annotation":             {func(m *PodToIp) { m.Annotations = map[string]string{"a": "b"} }, false},
-		"resourceVersion":        {func(m *PodToIp) { m.ResourceVersion = "99" }, false},
-		"address":                {func(m *PodToIp) { m.PodAddress = "10.0.0.1" }, true},
-		"ips":                    {func(m *PodToIp) { m.PodIPs = m.PodIPs[:1] }, true},
-		"ips order":              {func(m *PodToIp) { m.PodIPs = []string{m.PodIPs[1], m.PodIPs[0]} }, true},
-		"node":                   {func(m *PodToIp) { m.NodeName = "" }, true},
-		"ipv4":                   {func(m *PodToIp) { m.PodIPv4 = "10.0.0.1" }, true},
-		"ipv6":                   {func(m *PodToIp) { m.PodIPv6 = "" }, true},
-		"hostNetwork":            {func(m *PodToIp) { m.HostNetwork = true }, true},
-		"terminating":            {func(m *PodToIp) { m.Terminating = true }, true},
-		"conflict":               {func(m *PodToIp) { m.Conflict, m.ConflictsWith = true, []string{"Pod ns/b"} }, true},
-		"conflict flag only":     {func(m *PodToIp) { m.Conflict = true }, true},
-		"conflicting holders":    {func(m *PodToIp) { m.ConflictsWith = []string{"Node n1"} }, true},
-		"no conflict fields":     {func(m *PodToIp) { m.Conflict, m.ConflictsWith = false, []string{} }, false},
-		"legacy shape":           {func(m *PodToIp) { m.PodIPv4, m.PodIPv6 = "", "" }, true},
-		"not canonical":          {func(m *PodToIp) { m.PodIPs = []string{m.PodIPs[0], "FD00::5"} }, true},
-		"uid":                    {func(m *PodToIp) { m.PodUID = "uid-2" }, true},
-		"name":                   {func(m *PodToIp) { m.PodName = "x" }, true},
-		"owner removed":          {func(m *PodToIp) { m.OwnerReferences = nil }, true},
-		"owner uid":              {func(m *PodToIp) { m.OwnerReferences[0].UID = "uid-0" }, true},
-		"owner not controller":   {func(m *PodToIp) { f := false; m.OwnerReferences[0].Controller = &f }, true},
-		"owner blocks deletion":  {func(m *PodToIp) { b := true; m.OwnerReferences[0].BlockOwnerDeletion = &b }, true},
-		"second owner reference": {func(m *PodToIp) { m.OwnerReferences = append(m.OwnerReferences, m.OwnerReferences[0]) }, true},
-	} {
-		have := want.DeepCopy()
-		tc.edit(have)
-		if got := needsUpdate(toMirrorInfo(have), want); got != tc.want {
-			t.Errorf("%s: needsUpdate = %v, want %v", name, got, tc.want)
-		}
-		if tc.want {
-			if fixed := applyDesired(toMirrorInfo(have), want); needsUpdate(toMirrorInfo(fixed), want) {
-				t.Errorf("%s: applyDesired left a difference: %+v", name, fixed)
-			}
-		}
-	}
-}
-
-func TestApplyDesiredKeepsUserMetadata(t *testing.T) {
-	want := desiredFor(testPod())
-	have := want.DeepCopy()
-	have.ResourceVersion = "42"
-	have.Labels = map[string]string{"team": "net", managedByLabel: controllerName}
-	have.Annotations = map[string]string{"note": "keep"}
-	have.PodAddress = "10.0.0.1"
-	out := applyDesired(toMirrorInfo(have), want)
-	if out.ResourceVersion != "42" || out.Labels["team"] != "net" || out.Annotations["note"] != "keep" || out.PodAddress != "10.244.0.5" {
-		t.Errorf("applyDesired = %+v", out)
-	}
-	if have.PodAddress != "10.0.0.1" {
-		t.Error("applyDesired modified its input")
-	}
-}
-
 func TestMirrorChanged(t *testing.T) {
 	now := metav1.Now()
 	base := testPod()
@@ -435,28 +372,6 @@ func TestSlimMirrorKeepsASingleForeignLabel(t *testing.T) {
 		m := obj.(*mirrorInfo)
 		if isManaged(m) || len(m.labels()) != 1 {
 			t.Errorf("labels %v became %v", labels, m.labels())
-		}
-	}
-}
-
-// Each field of the controller's owner reference counts on its own: a
-// reference that differs in any one of them is a different owner.
-func TestNeedsUpdateOnEachOwnerReferenceField(t *testing.T) {
-	want := desiredFor(testPod())
-	for name, edit := range map[string]func(*metav1.OwnerReference){
-		"apiVersion": func(r *metav1.OwnerReference) { r.APIVersion = "example.com/v1" },
-		"kind":       func(r *metav1.OwnerReference) { r.Kind = "ReplicaSet" },
-		"name":       func(r *metav1.OwnerReference) { r.Name = "other" },
-		"uid":        func(r *metav1.OwnerReference) { r.UID = "uid-0" },
-		"controller": func(r *metav1.OwnerReference) { r.Controller = nil },
-	} {
-		have := want.DeepCopy()
-		edit(&have.OwnerReferences[0])
-		if !needsUpdate(toMirrorInfo(have), want) {
-			t.Errorf("owner reference differing in %s: needsUpdate = false", name)
-		}
-		if fixed := applyDesired(toMirrorInfo(have), want); needsUpdate(toMirrorInfo(fixed), want) {
-			t.Errorf("owner reference differing in %s: applyDesired left a difference", name)
 		}
 	}
 }
@@ -945,83 +860,4 @@ func FuzzApplyDesired(f *testing.F) {
 			t.Fatalf("writing to applyDesired's result changed values shared by all cached mirrors: %v", managedLabels)
 		}
 	})
-}
-
-// TestAnswerPatch applies the patch an update that lost the race for the
-// resourceVersion sends again, as the API server applies it, to the
-// mirror as it is on the server: it writes the controller's fields
-// (removing those the pod no longer has) and keeps what users added since
-// the cache saw the mirror, and it fails once the mirror's fields, owner
-// or identity are no longer what was cached.
-func TestAnswerPatch(t *testing.T) {
-	cached := &PodToIp{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "web", Namespace: "ns", UID: "9d0c3a77-1e2b-4f6a-8c5d-2a1b3c4d5e6f", ResourceVersion: "5", Generation: 2,
-			Labels: map[string]string{managedByLabel: controllerName, "team": "a"},
-		},
-		PodName: "web", PodUID: "uid-1", PodAddress: "10.0.0.1", PodIPs: []string{"10.0.0.1"}, PodIPv4: "10.0.0.1",
-		NodeName: "node-1", Terminating: true, Conflict: true, ConflictsWith: []string{"Pod ns/other"},
-	}
-	have := toMirrorInfo(cached)
-	want := desiredFor(podinfotest.Pod())
-	patch, ok := answerPatch(have, applyDesired(have, want))
-	if !ok {
-		t.Fatal("answerPatch declined a mirror read from the API server")
-	}
-
-	// On the server since: a user's label changed and one added, as the
-	// resourceVersion moved; the generation did not.
-	onServer := cached.DeepCopy()
-	onServer.ResourceVersion, onServer.Labels["team"], onServer.Labels["churn"] = "9", "b", "1"
-	apply := func(obj *PodToIp) (*PodToIp, error) {
-		doc, err := json.Marshal(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := jsonpatch.DecodePatch(patch)
-		if err != nil {
-			t.Fatalf("the patch does not decode: %v\n%s", err, patch)
-		}
-		out, err := p.Apply(doc)
-		if err != nil {
-			return nil, err
-		}
-		got := &PodToIp{}
-		return got, json.Unmarshal(out, got)
-	}
-	got, err := apply(onServer)
-	if err != nil {
-		t.Fatalf("the patch did not apply to a mirror whose labels alone changed: %v\n%s", err, patch)
-	}
-	expect := onServer.DeepCopy()
-	expect.PodAddress, expect.PodIPs, expect.PodIPv4, expect.PodIPv6 = "10.244.0.5", []string{"10.244.0.5", "fd00::5"}, "10.244.0.5", "fd00::5"
-	expect.Terminating, expect.Conflict, expect.ConflictsWith = false, false, nil
-	expect.OwnerReferences = want.OwnerReferences
-	if !equality.Semantic.DeepEqual(got, expect) {
-		t.Errorf("patched mirror:\n%#v\nwant\n%#v", got, expect)
-	}
-	var fields map[string]any
-	doc, _ := json.Marshal(got)
-	_ = json.Unmarshal(doc, &fields)
-	for _, f := range []string{"terminating", "conflictsWith"} {
-		if _, ok := fields[f]; ok {
-			t.Errorf("the patch left %s, which the pod no longer has", f)
-		}
-	}
-
-	for what, edit := range map[string]func(m *PodToIp){
-		"its fields changed (generation)": func(m *PodToIp) { m.Generation++ },
-		"another object":                  func(m *PodToIp) { m.UID = "00000000-0000-4000-8000-000000000001" },
-		"no longer the controller's":      func(m *PodToIp) { delete(m.Labels, managedByLabel) },
-	} {
-		m := onServer.DeepCopy()
-		edit(m)
-		if _, err := apply(m); err == nil {
-			t.Errorf("the patch applied to a mirror whose %s since it was cached", what)
-		}
-	}
-
-	if _, ok := answerPatch(toMirrorInfo(&PodToIp{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u"}}), want); ok {
-		t.Error("answerPatch sent a patch for a mirror without a generation, which it cannot guard")
-	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -9,6 +11,17 @@ import (
 	"example.com/podtoip-controller/internal/slim"
 	"example.com/podtoip-controller/internal/tracker"
 	"example.com/podtoip-controller/internal/trail"
+)
+
+const (
+	// controllerName names the component in events, user agents and the
+	// managed-by label.
+	controllerName = "podtoip-controller"
+	// fieldManager attributes the controller's writes in managedFields.
+	fieldManager = controllerName
+	// managedByLabel marks the PodToIp objects this controller owns. Objects
+	// without it (or with another value) are never modified or deleted.
+	managedByLabel = "app.kubernetes.io/managed-by"
 )
 
 // mirrorInfo is what the controller keeps of a PodToIp: the PodToIp
@@ -245,4 +258,17 @@ var _ metav1.Object = (*mirrorInfo)(nil)
 // version is what the write tracker compares of a cached mirror.
 func (m *mirrorInfo) version() tracker.Version {
 	return tracker.Version{UID: m.UID, RV: m.ResourceVersion}
+}
+
+// ownerRefsEqual reports whether a and b name the same owners, the same
+// way.
+func ownerRefsEqual(a, b []metav1.OwnerReference) bool {
+	return slices.EqualFunc(a, b, func(x, y metav1.OwnerReference) bool {
+		return x.APIVersion == y.APIVersion && x.Kind == y.Kind && x.Name == y.Name && x.UID == y.UID &&
+			boolPtrEqual(x.Controller, y.Controller) && boolPtrEqual(x.BlockOwnerDeletion, y.BlockOwnerDeletion)
+	})
+}
+
+func boolPtrEqual(a, b *bool) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }

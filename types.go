@@ -58,7 +58,7 @@ type PodToIp struct {
 	// Conflict is set while another live holder has one of the pod's
 	// addresses: another pod that is not terminating, not finished and not
 	// hostNetwork, a Service's ClusterIP or a Node's address (see
-	// conflicts.go). Always written, so that conflict=true and
+	// internal/conflicts). Always written, so that conflict=true and
 	// conflict=false both select. Never set on a hostNetwork pod's mirror
 	// (sharing its node's addresses is what hostNetwork means), nor on a
 	// terminating pod's: a new holder of its address means its sandbox
