@@ -16,7 +16,7 @@ import (
 
 // resultVersion is the apiVersion of the answers who-has, who-had and
 // conflicts print with -o json|yaml. They are documented structures of
-// this plugin (docs/history.md), not API objects: the version says which
+// this plugin (docs/ptp.md), not API objects: the version says which
 // shape a script reads.
 var resultVersion = schema.GroupVersion{Group: "kubectl-ptp.example.com", Version: "v1"}
 

@@ -20,7 +20,7 @@ import (
 const TruthTolerance = 2 * time.Second
 
 // WhoHad is what `kubectl ptp who-had -o json` prints, as documented
-// (docs/history.md); its own definition, since the test judges that output
+// (docs/ptp.md); its own definition, since the test judges that output
 // as a script would read it.
 type WhoHad struct {
 	Address  string      `json:"address"`
