@@ -17,7 +17,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/podtoip-controller/internal/conflicts"
-	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/kubeclient"
 	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/tracker"
@@ -31,8 +30,6 @@ import (
 type Informers struct {
 	Pods, Mirrors      cache.SharedIndexInformer
 	Nodes, IPAddresses *conflicts.Check
-	// History keeps the IPHistory of every address (nil: off).
-	History *history.Config
 }
 
 // Controller keeps one PodToIp per pod that has an IP. Both informers feed
@@ -48,9 +45,6 @@ type Controller struct {
 	// cache unless the check is off.
 	cachesSynced []cache.InformerSynced
 	checks       []*conflicts.Check
-
-	// history keeps the IPHistory objects; nil when off.
-	history *history.Historian
 
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// active is set while workers run. Handlers queue keys only then: a
@@ -87,11 +81,7 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "podtoip"}),
 	}
 	c.requeueAfter = c.queue.AddAfter
-	var progress *history.Progress
-	if inf.History != nil {
-		progress = inf.History.Progress
-	}
-	podHandler, err := addHandler(ctx, inf.Pods, counted1(c.onPodAdd, progress), counted2(c.onPodUpdate, progress), counted1(c.onPodDelete, progress))
+	podHandler, err := addHandler(ctx, inf.Pods, c.onPodAdd, c.onPodUpdate, c.onPodDelete)
 	if err != nil {
 		return nil, fmt.Errorf("adding pod event handler: %w", err)
 	}
@@ -99,11 +89,6 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		return nil, fmt.Errorf("adding PodToIp event handler: %w", err)
 	}
 	c.cachesSynced = []cache.InformerSynced{inf.Pods.HasSynced, inf.Mirrors.HasSynced, podHandler.HasSynced}
-	if hc := inf.History; hc != nil {
-		c.history = history.NewHistorian(hc, history.Pods{Cache: c.pods, Holders: c.holders, Held: heldAddresses, Listed: podHandler.HasSynced,
-			MirrorsBusy: c.mirrorsBusy})
-		c.heldFrom = c.history.HeldFrom
-	}
 	if k := inf.Nodes; k != nil {
 		if err := ensureIndexers(k.Informer, cache.Indexers{conflicts.AddressIndex: conflicts.NodeAddressIndexFunc}); err != nil {
 			return nil, fmt.Errorf("adding the node address index: %w", err)
@@ -122,31 +107,6 @@ func NewController(ctx context.Context, mirrorClient PodToIpsGetter, inf Informe
 		c.checks, c.cachesSynced = append(c.checks, k), append(c.cachesSynced, k.Synced)
 	}
 	return c, nil
-}
-
-// counted1 and counted2 make a pod handler count, once it is done, what
-// it processed (history.Progress), but for the tombstones a relist makes of
-// pods it no longer lists, which the informer was never given.
-func counted1(f func(any), p *history.Progress) func(any) {
-	if p == nil {
-		return f
-	}
-	return func(obj any) {
-		f(obj)
-		if _, tombstone := obj.(cache.DeletedFinalStateUnknown); !tombstone {
-			p.HandledOne()
-		}
-	}
-}
-
-func counted2(f func(any, any), p *history.Progress) func(any, any) {
-	if p == nil {
-		return f
-	}
-	return func(old, cur any) {
-		f(old, cur)
-		p.HandledOne()
-	}
 }
 
 // addHandler adds the three handlers to inf, logging with ctx's logger.
@@ -231,7 +191,6 @@ func (c *Controller) onPodAdd(obj any) {
 	pod := obj.(*podinfo.Pod)
 	is := heldAddresses(pod)
 	affected := c.holders.Move(pod.Holder(), nil, is)
-	c.history.Moved(nil, pod, nil, is)
 	c.enqueue(pod.Key())
 	c.enqueueHoldersOf(pod.Key(), affected)
 }
@@ -247,16 +206,11 @@ func (c *Controller) onPodUpdate(oldObj, newObj any) {
 	case old.UID != cur.UID:
 		// Another incarnation under the name: another holder, of another age.
 		affected = append(c.holders.Move(old.Holder(), was, nil), c.holders.Move(cur.Holder(), nil, is)...)
-		c.history.Moved(old, cur, was, is)
 	case !slices.Equal(was, is):
 		affected = c.holders.Move(cur.Holder(), was, is)
-		c.history.Moved(old, cur, was, is)
 	case old.Holder() != cur.Holder():
 		// The same addresses, held by a pod that turned terminating.
 		affected = c.holders.Move(cur.Holder(), was, is)
-	}
-	if old.UID == cur.UID && !old.Terminating() && cur.Terminating() {
-		c.history.Terminating(cur, is)
 	}
 	c.enqueue(cur.Key())
 	c.enqueueHoldersOf(cur.Key(), affected)
@@ -266,7 +220,6 @@ func (c *Controller) onPodDelete(obj any) {
 	if pod, ok := unwrapTombstone(obj).(*podinfo.Pod); ok {
 		was := heldAddresses(pod)
 		affected := c.holders.Move(pod.Holder(), was, nil)
-		c.history.Moved(pod, nil, was, nil)
 		c.enqueue(pod.Key())
 		c.enqueueHoldersOf(pod.Key(), affected)
 	}
@@ -351,12 +304,6 @@ func (c *Controller) RunLeading(ctx, inflight context.Context, workers int) erro
 	}
 	if len(rest) > 0 {
 		wg.Go(func() { c.queueAll(ctx, rest) })
-	}
-	if c.history != nil {
-		// A quarter of the mirrors' workers: the mirrors come first, and
-		// as many again in flight cost the API server more CPU than they
-		// saved time (docs/performance.md).
-		wg.Go(func() { c.history.Run(ctx, inflight, max(1, workers/4)) })
 	}
 	<-ctx.Done()
 	c.active.Store(false)

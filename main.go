@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -357,12 +358,11 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	}
 	inf := Informers{Pods: podInformer, Mirrors: mirrorInformer, Nodes: nodes, IPAddresses: ipAddresses}
 	informers := []cache.SharedIndexInformer{podInformer, mirrorInformer}
-	if o.historyRetention > 0 {
-		inf.History = &history.Config{Client: c.history, Retention: o.historyRetention, Namespace: o.namespace,
-			Progress: progress, Probe: podsVersion(c.kube, o.namespace), Writer: writerName(), Labels: managedLabels,
-			Clock: c.clock, MaxClockOffset: o.maxClockOffset, Events: recorder}
-	}
 	controller, err := NewController(ctx, c.mirrors, inf, recorder)
+	if err != nil {
+		return err
+	}
+	hist, err := newHistory(ctx, o, c, podInformer, progress, recorder, controller)
 	if err != nil {
 		return err
 	}
@@ -376,15 +376,53 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	registerMetrics(controller.gauges())
 
 	// Every replica warms its caches; only the leader runs workers.
-	p.health.Started(controller.cachesSynced...)
-	startInformers(ctx, controller.checks, informers...)
-	go controller.history.ReadVersions(ctx)
-	if !o.leader.Enabled {
-		return controller.Run(ctx, o.workers)
+	synced := controller.cachesSynced
+	if hist != nil {
+		synced = append(synced, hist.Synced)
 	}
-	return leader.Run(ctx, o.leader, c.kube, recorder, p.adaptor, &p.leading, func(ctx, inflight context.Context) error {
+	p.health.Started(synced...)
+	startInformers(ctx, controller.checks, informers...)
+	go hist.ReadVersions(ctx)
+	lead := func(ctx, inflight context.Context) error {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		if hist != nil {
+			// It starts with the mirrors' workers, once the same caches
+			// are in, and yields to them. A quarter of their workers: the
+			// mirrors come first, and as many again in flight cost the API
+			// server more CPU than they saved time (docs/performance.md).
+			wg.Go(func() {
+				if cache.WaitForCacheSync(ctx.Done(), synced...) {
+					hist.Run(ctx, inflight, max(1, o.workers/4))
+				}
+			})
+		}
 		return controller.RunLeading(ctx, inflight, o.workers)
-	})
+	}
+	if !o.leader.Enabled {
+		return lead(ctx, context.WithoutCancel(ctx))
+	}
+	return leader.Run(ctx, o.leader, c.kube, recorder, p.adaptor, &p.leading, lead)
+}
+
+// newHistory builds the history (nil when --history-retention is 0): its
+// own consumer of the pod informer, which the controller asks since when a
+// pod held the addresses it lets go of (for the trail), and which yields to
+// the controller's mirrors.
+func newHistory(ctx context.Context, o options, c *clients, pods cache.SharedIndexInformer, progress *history.Progress,
+	recorder record.EventRecorder, controller *Controller) (*history.Historian, error) {
+	if o.historyRetention == 0 {
+		return nil, nil
+	}
+	cfg := &history.Config{Client: c.history, Retention: o.historyRetention, Namespace: o.namespace,
+		Progress: progress, Probe: podsVersion(c.kube, o.namespace), Writer: writerName(), Labels: managedLabels,
+		Clock: c.clock, MaxClockOffset: o.maxClockOffset, Events: recorder}
+	hist := history.NewHistorian(cfg, history.Pods{Cache: pods.GetIndexer(), Held: heldAddresses, MirrorsBusy: controller.mirrorsBusy})
+	if err := hist.Follow(ctx, pods, mirrorChanged); err != nil {
+		return nil, err
+	}
+	controller.heldFrom = hist.HeldFrom
+	return hist, nil
 }
 
 // newEventRecorder records the controller's events through the API server

@@ -216,20 +216,16 @@ type Config struct {
 	Labels map[string]string
 }
 
-// Pods is what the history reads of the controller: its pods, kept by its
-// pod informer and their handlers, and whether its mirrors have work.
+// Pods is what the history reads beside its own objects: the pods, and
+// whether the mirrors have work.
 type Pods struct {
-	// Cache is the pod informer's cache, of *podinfo.Pod.
+	// Cache is the pod informer's cache, of *podinfo.Pod; the history
+	// follows the informer with handlers of its own (Follow).
 	Cache cache.Indexer
-	// Holders is the holder index the pod handlers keep.
-	Holders *conflicts.HolderIndex
 	// Held returns the canonical addresses a pod holds (nil if it holds
 	// none: no address, finished, hostNetwork), a terminating pod's
-	// included: the index's.
+	// included.
 	Held func(*podinfo.Pod) []string
-	// Listed reports whether the pod handlers have had the informer's
-	// initial list.
-	Listed func() bool
 	// MirrorsBusy reports whether the mirrors have work queued or under
 	// way, and since when without a quiet spell (nil: never busy): the
 	// history yields to them (see yield).
@@ -241,9 +237,8 @@ func NewHistorian(cfg *Config, pods Pods) *Historian {
 	h := &Historian{
 		client:           cfg.Client,
 		pods:             pods.Cache,
-		holders:          pods.Holders,
+		holders:          conflicts.NewHolderIndex(conflicts.MaxListed),
 		held:             pods.Held,
-		listed:           pods.Listed,
 		mirrorsBusy:      pods.MirrorsBusy,
 		maxYield:         maxYield,
 		labels:           cfg.Labels,

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"example.com/podtoip-controller/internal/addr"
-	"example.com/podtoip-controller/internal/conflicts"
 	"example.com/podtoip-controller/internal/podinfo"
 	"example.com/podtoip-controller/internal/podinfo/podinfotest"
 )
@@ -205,7 +204,7 @@ func newHistoryFixture(t *testing.T) *historyFixture {
 	f := &historyFixture{t: t, now: time.Date(2026, 11, 25, 14, 5, 0, 0, time.UTC),
 		client: &fakeHistories{objects: map[string]*IPHistory{}, coverage: map[string]*IPHistoryCoverage{}}}
 	hc := &Config{Client: f.client, Retention: time.Hour, Progress: &Progress{}, Writer: "test", Labels: map[string]string{managedBy: "podtoip-controller"}}
-	f.h = NewHistorian(hc, Pods{Cache: cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil), Holders: conflicts.NewHolderIndex(conflicts.MaxListed), Held: held})
+	f.h = NewHistorian(hc, Pods{Cache: cache.NewIndexer(cache.MetaNamespaceKeyFunc, nil), Held: held})
 	f.h.now = func() time.Time { return f.now }
 	f.h.progress.now = f.h.now
 	f.h.active.Store(true) // leading: the pod handlers note when they see a change
@@ -225,23 +224,22 @@ func (f *historyFixture) provenUntil(t time.Time) {
 	}
 }
 
-// onPodAdd caches pod and indexes its addresses, as the pod handlers do.
+// onPodAdd caches pod and hands it to the history's handler, as the pod
+// informer does.
 func (f *historyFixture) onPodAdd(pod *corev1.Pod) *podinfo.Pod {
 	p := podinfo.Of(pod)
 	if err := f.h.pods.Add(p); err != nil {
 		f.t.Fatal(err)
 	}
-	f.h.holders.Move(p.Holder(), nil, held(p))
 	f.read()
-	f.h.Moved(nil, p, nil, held(p))
+	f.h.onAdd(p)
 	return p
 }
 
 func (f *historyFixture) onPodDelete(p *podinfo.Pod) {
 	_ = f.h.pods.Delete(p)
-	f.h.holders.Move(p.Holder(), held(p), nil)
 	f.read()
-	f.h.Moved(p, nil, held(p), nil)
+	f.h.onDelete(p)
 }
 
 // sync reconciles addr. The tests call it for each address they mean to
@@ -485,16 +483,15 @@ func TestHistoryYieldsToTheMirrors(t *testing.T) {
 	finished("the mirrors busy past maxYield")
 }
 
-// onPodUpdate replaces old with cur in the cache and the holder index, as
-// the pod handlers do.
+// onPodUpdate replaces old with cur in the cache and hands both to the
+// history's handler, as the pod informer does.
 func (f *historyFixture) onPodUpdate(old *podinfo.Pod, pod *corev1.Pod) *podinfo.Pod {
 	cur := podinfo.Of(pod)
 	if err := f.h.pods.Update(cur); err != nil {
 		f.t.Fatal(err)
 	}
-	f.h.holders.Move(cur.Holder(), held(old), held(cur))
 	f.read()
-	f.h.Moved(old, cur, held(old), held(cur))
+	f.h.onUpdate(func(_, _ *podinfo.Pod) bool { return true })(old, cur)
 	return cur
 }
 
