@@ -44,7 +44,10 @@ func newRootCommand(o *options) *cobra.Command {
 		},
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Name() == "export" {
+				return nil // its own formats (export)
+			}
 			return checkOutput(o.output)
 		},
 	}
@@ -52,14 +55,14 @@ func newRootCommand(o *options) *cobra.Command {
 	o.flags.CacheDir = nil
 	o.flags.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().Lookup("namespace").Usage = "Only pods of this namespace (who-has, who-had, conflicts, enrich). All namespaces when unset. For check, where it tries a forged PodToIp."
-	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml. A table when unset.")
+	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml. A table when unset. For export: parquet, csv or jsonl.")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.CompletionOptions.DisableDefaultCmd = true
 	// Declared now rather than when a command runs, so that the search for
 	// the command knows --help takes no value: "--help --kubeconfig FILE"
 	// would otherwise take FILE for a command.
 	root.InitDefaultHelpFlag()
-	root.AddCommand(newWhoHasCommand(o), newWhoHadCommand(o), newHistoryCommand(o), newConflictsCommand(o), newCheckCommand(o), newEnrichCommand(o), newVersionCommand(o))
+	root.AddCommand(newWhoHasCommand(o), newWhoHadCommand(o), newHistoryCommand(o), newConflictsCommand(o), newCheckCommand(o), newEnrichCommand(o), newExportCommand(o), newVersionCommand(o))
 	return root
 }
 

@@ -1,0 +1,135 @@
+// Package export turns the history (IPHistory and IPHistoryCoverage
+// objects) into rows for the engines that hold flow logs: one row per
+// hold, and the coverage's intervals as rows of their own, so that whoever
+// joins can tell "nobody held it" (a covered time without a hold) from "not
+// known" (a time outside the coverage). It writes them as Parquet, CSV or
+// JSON lines (Writer), and keeps the cursor of an incremental export
+// (State): every hold is exported exactly once, once it has ended.
+package export
+
+import (
+	"strings"
+	"time"
+
+	"example.com/podtoip-controller/internal/history"
+)
+
+// Version is the version of the rows' schema, written into every file
+// (the Parquet files' key-value metadata, the state); a reader refuses a
+// newer one.
+const Version = 1
+
+// Hold is one row of the holds table: one pod's hold of one address, read
+// as `kubectl ptp who-had` reads it. From and To are when the controller
+// saw the hold start and end; where a start or an end was not seen as it
+// happened, StartedBefore or EndedAfter bound the interval it lies in, and
+// from TerminatingSince the pod was terminating (it may have let go of
+// the address any time after). To is null while the hold lasts.
+type Hold struct {
+	Cluster          string     `parquet:"cluster,dict" json:"cluster"`
+	Address          string     `parquet:"address" json:"address"`
+	Family           string     `parquet:"family,dict" json:"family"`
+	Namespace        string     `parquet:"namespace,dict" json:"namespace"`
+	Pod              string     `parquet:"pod" json:"pod"`
+	PodUID           string     `parquet:"podUID" json:"podUID"`
+	Node             string     `parquet:"node,optional,dict" json:"node,omitempty"`
+	From             time.Time  `parquet:"from,timestamp(millisecond)" json:"from"`
+	To               *time.Time `parquet:"to,optional,timestamp(millisecond)" json:"to"`
+	StartedBefore    *time.Time `parquet:"startedBefore,optional,timestamp(millisecond)" json:"startedBefore,omitempty"`
+	EndedAfter       *time.Time `parquet:"endedAfter,optional,timestamp(millisecond)" json:"endedAfter,omitempty"`
+	TerminatingSince *time.Time `parquet:"terminatingSince,optional,timestamp(millisecond)" json:"terminatingSince,omitempty"`
+}
+
+// Coverage is one row of the coverage table: an interval [From, Until]
+// over which the controller of Scope (a namespace; "" for all) vouches
+// that every pod change is in the holds. Retention is its
+// --history-retention, in seconds: a hold that ended longer ago than that
+// before a run may have been removed.
+type Coverage struct {
+	Cluster   string    `parquet:"cluster,dict" json:"cluster"`
+	Scope     string    `parquet:"scope,dict" json:"scope"`
+	From      time.Time `parquet:"from,timestamp(millisecond)" json:"from"`
+	Until     time.Time `parquet:"until,timestamp(millisecond)" json:"until"`
+	Retention int64     `parquet:"retention" json:"retention"`
+}
+
+// Window selects what a run exports. A snapshot (After nil) exports every
+// hold, open or ended, and every covered interval. An incremental run
+// exports the holds that ended in (After, Until] and the covered time in
+// it: Until is how far the coverage went when the run began, and a hold
+// that ended by then has been written (the coverage vouches for every
+// change before it), so no hold is missed between runs, and none is
+// exported twice.
+type Window struct {
+	After *time.Time
+	Until time.Time
+}
+
+// Holds returns the rows of h's holds that w selects, for cluster.
+func Holds(cluster string, h *history.IPHistory, w Window) []Hold {
+	var out []Hold
+	for _, hold := range h.Holders {
+		if w.After != nil && (hold.To == nil || !hold.To.After(*w.After) || hold.To.After(w.Until)) {
+			continue
+		}
+		out = append(out, Hold{
+			Cluster: cluster, Address: h.Address, Family: family(h.Address),
+			Namespace: hold.Namespace, Pod: hold.Pod, PodUID: string(hold.PodUID), Node: hold.Node,
+			From: ms(hold.From.Time), To: msPtr(hold.To), StartedBefore: msPtr(hold.StartedBefore),
+			EndedAfter: msPtr(hold.EndedAfter), TerminatingSince: msPtr(hold.TerminatingSince),
+		})
+	}
+	return out
+}
+
+// Coverages returns the rows of c's intervals within w, clipped to it.
+func Coverages(cluster string, c *history.IPHistoryCoverage, w Window) []Coverage {
+	var out []Coverage
+	for _, iv := range c.Intervals {
+		from, until := ms(iv.From.Time), ms(iv.To.Time)
+		if w.After != nil {
+			if !until.After(*w.After) {
+				continue
+			}
+			if !from.After(*w.After) {
+				from = w.After.Add(time.Millisecond) // (After, ...]: After was the last run's
+			}
+		}
+		if until.After(w.Until) {
+			until = w.Until
+		}
+		if from.After(until) {
+			continue
+		}
+		out = append(out, Coverage{Cluster: cluster, Scope: c.Namespace, From: from, Until: until,
+			Retention: int64(c.Retention.Duration / time.Second)})
+	}
+	return out
+}
+
+// CoveredUntil is how far c vouches now: the end of its last interval
+// (zero when it has none).
+func CoveredUntil(c *history.IPHistoryCoverage) time.Time {
+	if c == nil || len(c.Intervals) == 0 {
+		return time.Time{}
+	}
+	return ms(c.Intervals[len(c.Intervals)-1].To.Time)
+}
+
+func family(address string) string {
+	if strings.Contains(address, ":") {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// ms is t in UTC to the millisecond, as the history keeps it.
+func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+func msPtr(t *history.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	v := ms(t.Time)
+	return &v
+}
