@@ -180,14 +180,15 @@ func (c *client) writeExport(ctx context.Context, out *export.Writer, cluster st
 	return nil
 }
 
-// exportCoverage returns the coverage the export is bounded by: all
-// namespaces', else the namespace's of -n; nil when there is none.
+// exportCoverage returns the coverage the export is bounded by: with -n,
+// the one of a controller limited to that namespace, else the one of all
+// namespaces; nil when there is none.
 func (c *client) exportCoverage(ctx context.Context) (*history.IPHistoryCoverage, error) {
 	reads, err := c.coverages(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range reads {
+	for _, r := range slices.Backward(reads) { // the namespace's is last
 		if r.obj != nil {
 			return r.obj, nil
 		}
