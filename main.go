@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -376,7 +377,7 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	registerMetrics(controller.gauges())
 
 	// Every replica warms its caches; only the leader runs workers.
-	synced := controller.cachesSynced
+	synced := slices.Clone(controller.cachesSynced)
 	if hist != nil {
 		synced = append(synced, hist.Synced)
 	}
