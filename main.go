@@ -384,26 +384,32 @@ func runController(ctx context.Context, o options, c *clients, p *probes) error 
 	p.health.Started(synced...)
 	startInformers(ctx, controller.checks, informers...)
 	go hist.ReadVersions(ctx)
-	lead := func(ctx, inflight context.Context) error {
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		if hist != nil {
-			// It starts with the mirrors' workers, once the same caches
-			// are in, and yields to them. A quarter of their workers: the
-			// mirrors come first, and as many again in flight cost the API
-			// server more CPU than they saved time (docs/performance.md).
-			wg.Go(func() {
-				if cache.WaitForCacheSync(ctx.Done(), synced...) {
-					hist.Run(ctx, inflight, max(1, o.workers/4))
-				}
-			})
-		}
-		return controller.RunLeading(ctx, inflight, o.workers)
-	}
+	lead := leading(controller, hist, synced, o.workers)
 	if !o.leader.Enabled {
 		return lead(ctx, context.WithoutCancel(ctx))
 	}
 	return leader.Run(ctx, o.leader, c.kube, recorder, p.adaptor, &p.leading, lead)
+}
+
+// leading returns what the leader runs until ctx ends (calls in flight
+// until inflight ends): the mirrors' workers, and the history's, which
+// start once the same caches are in and yield to the mirrors. The history
+// gets a quarter of their workers: the mirrors come first, and as many
+// again in flight cost the API server more CPU than they saved time
+// (docs/performance.md).
+func leading(controller *Controller, hist *history.Historian, synced []cache.InformerSynced, workers int) func(ctx, inflight context.Context) error {
+	return func(ctx, inflight context.Context) error {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		if hist != nil {
+			wg.Go(func() {
+				if cache.WaitForCacheSync(ctx.Done(), synced...) {
+					hist.Run(ctx, inflight, max(1, workers/4))
+				}
+			})
+		}
+		return controller.RunLeading(ctx, inflight, workers)
+	}
 }
 
 // newHistory builds the history (nil when --history-retention is 0): its
