@@ -181,6 +181,19 @@ bench: build controlplane ## Benchmark the controller with its default flags on 
 	cd e2e && $(GO) build -o $(CURDIR)/bin/bench ./cmd/bench
 	cd e2e && $(CURDIR)/bin/bench -n $(N) -controller $(CURDIR)/$(BIN) $(BENCH_FLAGS)
 
+# bench-rounds compares two setups in alternating rounds of the benchmark,
+# A then B each round: A_CONTROLLER and B_CONTROLLER (default: this build),
+# A_FLAGS and B_FLAGS (bench flags, e.g. -controller-args=--history-retention=0).
+ROUNDS       ?= 3
+A_CONTROLLER ?= $(CURDIR)/$(BIN)
+B_CONTROLLER ?= $(CURDIR)/$(BIN)
+A_FLAGS      ?=
+B_FLAGS      ?=
+.PHONY: bench-rounds
+bench-rounds: build controlplane ## Run the benchmark ROUNDS times (3) for setups A and B alternately (N pods) and print each round's figures and the medians of B/A; writes _output/bench/rounds/.
+	cd e2e && $(GO) build -o $(CURDIR)/bin/bench ./cmd/bench
+	hack/bench-rounds.sh $(CURDIR)/bin/bench $(CURDIR)/$(JQ) $(CURDIR)/_output/bench/rounds $(ROUNDS) $(N) "$(A_CONTROLLER)" "$(A_FLAGS)" "$(B_CONTROLLER)" "$(B_FLAGS)"
+
 .PHONY: crmirror
 crmirror: ## Build bin/crmirror, a plain controller-runtime PodToIp mirror without conflicts or history (e2e/cmd/crmirror), the baseline of bench-crmirror.
 	cd e2e && $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/bin/crmirror ./cmd/crmirror
