@@ -26,8 +26,8 @@ func TestHistoryExport(t *testing.T) {
 	p := suite.StartController(t, "--namespace", ns)
 	framework.WaitReady(t, p)
 
-	suite.RunningPod(t, ns, "a", []string{"10.244.182.1", "fd00::182:1"})
-	suite.WaitHistory(t, "10.244.182.1", "a's hold", func(h *framework.History) bool { _, ok := openHold(h, "a"); return ok })
+	suite.RunningPod(t, ns, "a", []string{"10.244.185.1", "fd00::185:1"})
+	suite.WaitHistory(t, "10.244.185.1", "a's hold", func(h *framework.History) bool { _, ok := openHold(h, "a"); return ok })
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state.json")
 	incremental := func() {
@@ -41,10 +41,10 @@ func TestHistoryExport(t *testing.T) {
 	incremental()
 
 	suite.DeletePod(t, ns, "a", true)
-	suite.WaitHistory(t, "fd00--182-1", "a's hold closed", func(h *framework.History) bool { _, ok := closedHold(h, "a"); return ok })
-	suite.WaitHistory(t, "10.244.182.1", "a's hold closed", func(h *framework.History) bool { _, ok := closedHold(h, "a"); return ok })
-	suite.RunningPod(t, ns, "b", []string{"10.244.182.1"})
-	suite.WaitHistory(t, "10.244.182.1", "b's hold", func(h *framework.History) bool { _, ok := openHold(h, "b"); return ok })
+	suite.WaitHistory(t, "fd00--185-1", "a's hold closed", func(h *framework.History) bool { _, ok := closedHold(h, "a"); return ok })
+	suite.WaitHistory(t, "10.244.185.1", "a's hold closed", func(h *framework.History) bool { _, ok := closedHold(h, "a"); return ok })
+	suite.RunningPod(t, ns, "b", []string{"10.244.185.1"})
+	suite.WaitHistory(t, "10.244.185.1", "b's hold", func(h *framework.History) bool { _, ok := openHold(h, "b"); return ok })
 
 	// A snapshot: every hold, b's open, and the coverage.
 	out, errOut, code := suite.KubectlPTP(t, "export", "-n", ns, "-o", "jsonl", "--cluster-name", "e2e")
@@ -62,7 +62,7 @@ func TestHistoryExport(t *testing.T) {
 			coverage++
 		case row["table"] == "holds" && row["pod"] == "a" && row["to"] != nil && row["namespace"] == ns:
 			holds++
-		case row["table"] == "holds" && row["pod"] == "b" && row["to"] == nil && row["address"] == "10.244.182.1" && row["family"] == "IPv4":
+		case row["table"] == "holds" && row["pod"] == "b" && row["to"] == nil && row["address"] == "10.244.185.1" && row["family"] == "IPv4":
 			holds++
 		default:
 			t.Errorf("unexpected row %s", line)

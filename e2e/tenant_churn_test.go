@@ -36,8 +36,8 @@ func TestTenantLabelChurnHoldsOffNoWrite(t *testing.T) {
 	kc := throughRelay(t, sa, relay.Addr())
 	p := suite.StartControllerAs(t, kc, "--namespace", ns)
 	framework.WaitReady(t, p)
-	suite.RunningPod(t, ns, "web-0", []string{"10.244.77.1"})
-	suite.WaitMirrorIPs(t, ns, "web-0", "10.244.77.1")
+	suite.RunningPod(t, ns, "web-0", []string{"10.244.186.1"})
+	suite.WaitMirrorIPs(t, ns, "web-0", "10.244.186.1")
 	relay.SetLatency(100*time.Millisecond, 150*time.Millisecond)
 	t.Cleanup(func() { relay.SetLatency(0, 0) })
 	tenant, err := dynamic.NewForConfig(restConfig(t, tenantIn(t, ns)))
@@ -79,8 +79,8 @@ func TestTenantLabelChurnHoldsOffNoWrite(t *testing.T) {
 	churning(50)
 
 	began := patches.Load()
-	suite.SetPodIPs(t, ns, "web-0", corev1.PodRunning, "10.244.77.2")
-	suite.WaitMirrorIPs(t, ns, "web-0", "10.244.77.2")
+	suite.SetPodIPs(t, ns, "web-0", corev1.PodRunning, "10.244.186.2")
+	suite.WaitMirrorIPs(t, ns, "web-0", "10.244.186.2")
 	t.Logf("the address change landed after %d label patches", patches.Load()-began)
 
 	// Without the policy, the tenant can forge an address: the revert
@@ -89,13 +89,13 @@ func TestTenantLabelChurnHoldsOffNoWrite(t *testing.T) {
 		t.Fatalf("removing the admission policy: %v\n%s", err, out)
 	}
 	waitPolicy(t.Context(), t, cp, false)
-	const forged = `{"podAddress":"10.244.77.66","podIPs":["10.244.77.66"],"podIPv4":"10.244.77.66"}`
+	const forged = `{"podAddress":"10.244.186.66","podIPs":["10.244.186.66"],"podIPv4":"10.244.186.66"}`
 	churning(50)
 	began = patches.Load()
 	if _, err := mirrors.Patch(t.Context(), "web-0", types.MergePatchType, []byte(forged), metav1.PatchOptions{FieldManager: "tenant"}); err != nil {
 		t.Fatalf("forging the address: %v", err)
 	}
-	suite.WaitMirrorIPs(t, ns, "web-0", "10.244.77.2")
+	suite.WaitMirrorIPs(t, ns, "web-0", "10.244.186.2")
 	t.Logf("the revert landed after %d label patches", patches.Load()-began)
 	churning(50)
 
