@@ -23,19 +23,21 @@ func newExportCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export -o parquet|csv|jsonl",
 		Short: "Write the history as tables: one row per hold, and the intervals it vouches for",
-		Long: `Write the history as two tables for the engines that hold flow logs
+		Long: `Write the history as three tables for the engines that hold flow logs
 (DuckDB, Athena, BigQuery, Spark): holds, one row per pod's hold of an
 address (cluster, address, family, namespace, pod, podUID, node, from, to,
-startedBefore, endedAfter, terminatingSince), and coverage, the intervals
-over which the history vouches for every pod change (cluster, scope, from,
-until, retention in seconds), so that a join can tell a time nobody held
-an address from a time the history does not know. Times are UTC to the
-millisecond; "to" is empty while a hold lasts.
+startedBefore, endedAfter, terminatingSince); coverage, the intervals over
+which the history vouches for every pod change (cluster, scope, from,
+until, retention in seconds); and gaps, where an address's holds are not
+complete within them (cluster, address, from, until, reason: overflow or
+unrecorded), so that a join can tell a time nobody held an address from a
+time the history does not know. Times are UTC to the millisecond; "to" is
+empty while a hold lasts.
 
--o jsonl writes both tables to standard output, each line naming its
+-o jsonl writes the tables to standard output, each line naming its
 table; with --dir, each table goes to a file of its own
-(holds-NAME.FORMAT, coverage-NAME.FORMAT), which appears only once
-complete. -o parquet and -o csv need --dir.
+(holds-NAME.FORMAT, coverage-NAME.FORMAT, gaps-NAME.FORMAT), which appears
+only once complete. -o parquet and -o csv need --dir.
 
 Without --since or --state it writes everything the history keeps. With
 --state FILE it writes the holds that ended since the last run with that
@@ -69,7 +71,7 @@ func (o *options) export(ctx context.Context, cmd *cobra.Command, e *exportOptio
 	}
 	switch {
 	case format != "jsonl" && e.dir == "":
-		return usageErrorf("-o %s writes two tables, one file each: give the directory with --dir", format)
+		return usageErrorf("-o %s writes three tables, one file each: give the directory with --dir", format)
 	case e.state != "" && e.dir == "":
 		return usageErrorf("--state needs --dir: only files that appear once complete let a killed run be repeated without a duplicate")
 	case e.state != "" && e.since != "":
@@ -170,6 +172,9 @@ func (c *client) writeExport(ctx context.Context, out *export.Writer, cluster st
 			rows = slices.DeleteFunc(rows, func(r export.Hold) bool { return r.Namespace != c.namespace })
 		}
 		if err := out.Holds(rows); err != nil {
+			return apiError(fmt.Errorf("writing the export: %w", err))
+		}
+		if err := out.Gaps(export.Gaps(cluster, &h, cov, w)); err != nil {
 			return apiError(fmt.Errorf("writing the export: %w", err))
 		}
 		return nil

@@ -1,8 +1,9 @@
 // Package export turns the history (IPHistory and IPHistoryCoverage
 // objects) into rows for the engines that hold flow logs: one row per
-// hold, and the coverage's intervals as rows of their own, so that whoever
-// joins can tell "nobody held it" (a covered time without a hold) from "not
-// known" (a time outside the coverage). It writes them as Parquet, CSV or
+// hold, the coverage's intervals as rows of their own, and the gaps of an
+// address's holds within them, so that whoever joins can tell "nobody
+// held it" (a covered time, outside the address's gaps, without a hold)
+// from "not known". It writes them as Parquet, CSV or
 // JSON lines (Writer), and keeps the cursor of an incremental export
 // (State): every hold is exported exactly once, once it has ended.
 package export
@@ -53,6 +54,27 @@ type Coverage struct {
 	Retention int64     `parquet:"retention" json:"retention"`
 }
 
+// Gap is one row of the gaps table: an interval over which the holds of
+// one address are not complete, covered or not: while more pods held it
+// than an IPHistory keeps open holds (Reason "overflow"; Until null while
+// it lasts), or before the earliest time its IPHistory answers for
+// ("unrecorded": holds that ended before then were removed, past the
+// retention or to keep the bound). A join that finds no hold of an
+// address at a time in a gap must not say "nobody".
+type Gap struct {
+	Cluster string     `parquet:"cluster,dict" json:"cluster"`
+	Address string     `parquet:"address" json:"address"`
+	From    time.Time  `parquet:"from,timestamp(millisecond)" json:"from"`
+	Until   *time.Time `parquet:"until,optional,timestamp(millisecond)" json:"until"`
+	Reason  string     `parquet:"reason,dict" json:"reason"`
+}
+
+// The reasons of a Gap.
+const (
+	GapOverflow   = "overflow"
+	GapUnrecorded = "unrecorded"
+)
+
 // Window selects what a run exports. A snapshot (After nil) exports every
 // hold, open or ended, and every covered interval. An incremental run
 // exports the holds that ended in (After, Until] and the covered time in
@@ -78,6 +100,44 @@ func Holds(cluster string, h *history.IPHistory, w Window) []Hold {
 			From: ms(hold.From.Time), To: msPtr(hold.To), StartedBefore: msPtr(hold.StartedBefore),
 			EndedAfter: msPtr(hold.EndedAfter), TerminatingSince: msPtr(hold.TerminatingSince),
 		})
+	}
+	return out
+}
+
+// Gaps returns the rows of the gaps of h's address within w, clipped to
+// it: its overflow, and, under the coverage c (nil: none), the covered
+// time before the earliest its IPHistory answers for (history.HistoryStart).
+func Gaps(cluster string, h *history.IPHistory, c *history.IPHistoryCoverage, w Window) []Gap {
+	var out []Gap
+	add := func(from time.Time, until *time.Time, reason string) {
+		from = ms(from)
+		if w.After != nil && !from.After(*w.After) {
+			from = w.After.Add(time.Millisecond)
+		}
+		if until != nil {
+			u := ms(*until)
+			until = &u
+		}
+		if w.After != nil && (until == nil || until.After(w.Until)) {
+			u := w.Until // an incremental run states what it vouched for
+			until = &u
+		}
+		if until != nil && from.After(*until) {
+			return
+		}
+		out = append(out, Gap{Cluster: cluster, Address: h.Address, From: from, Until: until, Reason: reason})
+	}
+	if c != nil && len(c.Intervals) > 0 {
+		if start, _ := history.HistoryStart(h, c, time.Time{}); start.After(c.Intervals[0].From.Time) {
+			add(c.Intervals[0].From.Time, &start, GapUnrecorded)
+		}
+	}
+	if o := h.Overflow; o != nil {
+		var until *time.Time
+		if o.To != nil {
+			until = &o.To.Time
+		}
+		add(o.From.Time, until, GapOverflow)
 	}
 	return out
 }

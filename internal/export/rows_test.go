@@ -90,3 +90,34 @@ func TestCoveragesClippedToTheWindow(t *testing.T) {
 // their files and before saving the state, and a failover (a gap in the
 // coverage) between runs: every hold that ended is written exactly once,
 // by the files that remain, and none that lasts.
+
+// TestGaps checks the intervals where an address's holds are not
+// complete: its overflow, open or ended, and the covered time before the
+// earliest its IPHistory answers for; each clipped to an incremental
+// window, an open one ending where the run vouched.
+func TestGaps(t *testing.T) {
+	c := &history.IPHistoryCoverage{Retention: metav1.Duration{Duration: time.Hour}, Intervals: []history.Interval{
+		{From: history.NewTime(at(0)), To: history.NewTime(at(100))},
+	}}
+	h := sampleHistory()
+	if got := Gaps("c1", h, c, Window{Until: at(100)}); len(got) != 0 {
+		t.Errorf("an address complete over the coverage has gaps: %+v", got)
+	}
+	h.RecordedFrom = htime(at(20))
+	h.Overflow = &history.Overflow{From: history.NewTime(at(50))}
+	got := Gaps("c1", h, c, Window{Until: at(100)})
+	if len(got) != 2 || got[0].Reason != GapUnrecorded || !got[0].From.Equal(at(0)) || !got[0].Until.Equal(at(20)) ||
+		got[1].Reason != GapOverflow || !got[1].From.Equal(at(50)) || got[1].Until != nil || got[1].Address != "fd00::7" {
+		t.Errorf("snapshot gaps %+v, want unrecorded [0, 20] and an open overflow from 50", got)
+	}
+	after := at(60)
+	got = Gaps("c1", h, c, Window{After: &after, Until: at(90)})
+	if len(got) != 1 || got[0].Reason != GapOverflow || !got[0].From.Equal(at(60).Add(time.Millisecond)) || !got[0].Until.Equal(at(90)) {
+		t.Errorf("incremental gaps %+v, want the overflow over (60, 90]", got)
+	}
+	h.Overflow.To = htime(at(70))
+	after = at(75)
+	if got := Gaps("c1", h, c, Window{After: &after, Until: at(90)}); len(got) != 0 {
+		t.Errorf("an overflow that ended before the window: %+v", got)
+	}
+}

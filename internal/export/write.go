@@ -28,6 +28,7 @@ const (
 const (
 	TableHolds    = "holds"
 	TableCoverage = "coverage"
+	TableGaps     = "gaps"
 )
 
 // TimeLayout is how CSV and JSON lines write times: RFC 3339 in UTC with
@@ -92,6 +93,12 @@ func holdCells(h Hold) []string {
 		h.From.Format(TimeLayout), cell(h.To), cell(h.StartedBefore), cell(h.EndedAfter), cell(h.TerminatingSince)}
 }
 
+var gapHeader = []string{"cluster", "address", "from", "until", "reason"}
+
+func gapCells(g Gap) []string {
+	return []string{g.Cluster, g.Address, g.From.Format(TimeLayout), cell(g.Until), g.Reason}
+}
+
 var coverageHeader = []string{"cluster", "scope", "from", "until", "retention"}
 
 func coverageCells(c Coverage) []string {
@@ -105,13 +112,14 @@ func cell(t *time.Time) string {
 	return t.Format(TimeLayout)
 }
 
-// Writer writes one run's rows: to one stream (JSON lines only, both
-// tables, each line naming its table), or to two files in a directory,
+// Writer writes one run's rows: to one stream (JSON lines only, the three
+// tables, each line naming its table), or to a file a table in a directory,
 // which appear only once complete (Commit): a run that is killed leaves
 // nothing half written under a final name.
 type Writer struct {
 	holds    *table[Hold]
 	coverage *table[Coverage]
+	gaps     *table[Gap]
 	// bufs are flushed by Commit, before the files are synced.
 	bufs []*bufio.Writer
 	// files are the temporary files and their final names; none for a
@@ -128,10 +136,11 @@ func NewStreamWriter(w io.Writer) (*Writer, error) {
 		return nil, err
 	}
 	coverage, _ := newTable(bw, "jsonl", TableCoverage, coverageHeader, coverageCells)
-	return &Writer{holds: holds, coverage: coverage, bufs: []*bufio.Writer{bw}}, nil
+	gaps, _ := newTable(bw, "jsonl", TableGaps, gapHeader, gapCells)
+	return &Writer{holds: holds, coverage: coverage, gaps: gaps, bufs: []*bufio.Writer{bw}}, nil
 }
 
-// NewDirWriter writes the two tables in format to dir, as
+// NewDirWriter writes the tables in format to dir, as
 // <table>-<name>.<format>.
 func NewDirWriter(dir, format, name string) (*Writer, error) {
 	w := &Writer{}
@@ -155,12 +164,15 @@ func NewDirWriter(dir, format, name string) (*Writer, error) {
 	}
 	hf := open(TableHolds)
 	cf := open(TableCoverage)
+	gf := open(TableGaps)
 	if err != nil {
 		w.Abort()
 		return nil, err
 	}
 	if w.holds, err = newTable(hf, format, TableHolds, holdHeader, holdCells); err == nil {
-		w.coverage, err = newTable(cf, format, TableCoverage, coverageHeader, coverageCells)
+		if w.coverage, err = newTable(cf, format, TableCoverage, coverageHeader, coverageCells); err == nil {
+			w.gaps, err = newTable(gf, format, TableGaps, gapHeader, gapCells)
+		}
 	}
 	if err != nil {
 		w.Abort()
@@ -189,6 +201,16 @@ func (w *Writer) Coverage(rows []Coverage) error {
 	return nil
 }
 
+// Gaps writes rows of the gaps table.
+func (w *Writer) Gaps(rows []Gap) error {
+	for _, r := range rows {
+		if err := w.gaps.write(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Commit finishes the tables and, for files, syncs them and gives them
 // their final names (a file of the same name, from a run that stopped
 // before it saved its state, is replaced: it holds the same window). It
@@ -199,6 +221,10 @@ func (w *Writer) Commit() ([]string, error) {
 		return nil, err
 	}
 	if err := w.coverage.flush(); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	if err := w.gaps.flush(); err != nil {
 		w.Abort()
 		return nil, err
 	}

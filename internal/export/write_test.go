@@ -38,11 +38,11 @@ func TestFormats(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{filepath.Join(dir, "holds-c1-first."+format), filepath.Join(dir, "coverage-c1-first."+format)}
+			want := []string{filepath.Join(dir, "holds-c1-first."+format), filepath.Join(dir, "coverage-c1-first."+format), filepath.Join(dir, "gaps-c1-first."+format)}
 			if !slices.Equal(files, want) {
 				t.Fatalf("files %v, want %v", files, want)
 			}
-			if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+			if entries, _ := os.ReadDir(dir); len(entries) != 3 {
 				t.Errorf("temporary files left: %v", entries)
 			}
 			got := readHolds(t, format, files[0])
