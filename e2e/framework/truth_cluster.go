@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -350,6 +351,9 @@ func (r *TruthReplicas) StartWith(history bool, env []string, extra ...string) *
 	args := []string{"--leader-elect", "--leader-elect-resource-namespace", r.ns,
 		"--leader-elect-lease-duration", r.Lease.String(), "--leader-elect-renew-deadline", r.Renew.String(),
 		"--leader-elect-retry-period", r.Retry.String()}
+	if v := os.Getenv("TRUTH_V"); v != "" {
+		args = append(args, "-v="+v) // to see why each edge got its band (-v=5)
+	}
 	p := r.env.StartControllerEnv(r.t, env, append(append([]string{"--kubeconfig", r.kubeconfig}, args...), extra...)...)
 	r.mu.Lock()
 	defer r.mu.Unlock()

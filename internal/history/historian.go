@@ -384,7 +384,11 @@ func (h *Historian) Moved(old, cur *podinfo.Pod, was, is []string) {
 // not seen by then happened after it.
 func (h *Historian) bound(rv string) time.Time {
 	after := h.changedAfter(rv)
-	if proven := h.provenUntil(); after.Before(proven) {
+	proven := h.provenUntil()
+	if logger := klog.Background().V(5); logger.Enabled() {
+		logger.Info("A pod change's earliest time", "resourceVersion", rv, "afterRead", after, "provenUntil", proven, "seen", h.late())
+	}
+	if after.Before(proven) {
 		after = proven
 	}
 	return after

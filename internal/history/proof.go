@@ -55,6 +55,9 @@ func (h *Historian) probeNow(ctx context.Context) (probePoint, error) {
 		return probePoint{}, fmt.Errorf("the pods' resourceVersion %q is not a number", s)
 	}
 	p := probePoint{rv: rv, at: at}
+	if logger := klog.FromContext(ctx).V(5); logger.Enabled() {
+		logger.Info("Read the pods' resourceVersion", "resourceVersion", rv, "sentAt", at, "answeredAt", h.late())
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.probes) == maxProbes {
@@ -169,6 +172,7 @@ func (h *Historian) prove(ctx, inflight context.Context) error {
 		case <-time.After(proveTick):
 		}
 	}
+	klog.FromContext(ctx).V(5).Info("Proven", "until", at, "resourceVersion", p.rv)
 	return h.extend(inflight, at)
 }
 
