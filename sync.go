@@ -516,7 +516,7 @@ func (r *reconciler) createMirror(ctx context.Context, key cache.ObjectName, wan
 // generation (answerPatch): a user editing the mirror's labels faster than
 // the cache follows would otherwise hold it off for as long as they like.
 // A patch whose test failed (someone changed the mirror's fields: their
-// event follows) is an error, retried with backoff on the cache's state.
+// event follows) waits for the cache, as a conflict does.
 func (r *reconciler) updateMirror(ctx context.Context, key cache.ObjectName, have *mirrorInfo, obj *PodToIp) (wrote bool, err error) {
 	mirrors := r.mirrorClient.PodToIps(key.Namespace)
 	err = r.tracker.Write(key, obj.fingerprint(), func() (tracker.Version, error) {
@@ -531,7 +531,7 @@ func (r *reconciler) updateMirror(ctx context.Context, key cache.ObjectName, hav
 	case err == nil:
 		logger.V(4).Info("Updated PodToIp", "address", obj.PodAddress)
 		return true, nil
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err), patchTestFailed(err):
 		// Someone else changed or deleted it; the watch event for that
 		// change will requeue the key with fresh state.
 		logger.V(2).Info("PodToIp changed underneath us; waiting for the cache", "err", err)
@@ -539,6 +539,21 @@ func (r *reconciler) updateMirror(ctx context.Context, key cache.ObjectName, hav
 	default:
 		return false, fmt.Errorf("updating PodToIp %s: %w", key, err)
 	}
+}
+
+// patchTestFailed reports whether err is the API server's answer to a
+// JSON patch it could not apply, which for answerPatch means a test failed:
+// the mirror's fields, owner or identity changed since it was cached. The
+// API server answers that with a bare 422 (no kind, no causes), where an
+// object the schema refuses gets 422 naming its kind and the fields at
+// fault.
+func patchTestFailed(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || d.Kind == "" && len(d.Causes) == 0
 }
 
 // deleteMirror deletes have; gone reports that someone else had removed it

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -1458,5 +1461,23 @@ func TestAnswerPatch(t *testing.T) {
 
 	if _, ok := answerPatch(toMirrorInfo(&PodToIp{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u"}}), want); ok {
 		t.Error("answerPatch sent a patch for a mirror without a generation, which it cannot guard")
+	}
+}
+
+// TestPatchTestFailed tells the API server's answer to a JSON patch whose
+// test failed (the mirror changed: wait for its event) from an object the
+// schema refuses (an error, retried), as the API server writes them.
+func TestPatchTestFailed(t *testing.T) {
+	failed := apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "",
+		"testing value /metadata/generation failed: test failed", 0, false)
+	if !patchTestFailed(fmt.Errorf("updating: %w", failed)) {
+		t.Errorf("a failed test of a JSON patch was not recognised: %v", failed)
+	}
+	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "example.com", Kind: "PodToIp"}, "web",
+		field.ErrorList{field.Invalid(field.NewPath("podAddress"), "10.0.0.01", "must be canonical")})
+	for _, err := range []error{invalid, apierrors.NewConflict(mirrorsGR, "web", nil), errors.New("reset")} {
+		if patchTestFailed(err) {
+			t.Errorf("%v taken for a failed test of a JSON patch", err)
+		}
 	}
 }

@@ -143,7 +143,7 @@ func testDeploy(t *testing.T, manifests []string) {
 			// pods' resourceVersion is a list of one.
 			{[]string{"list", "watch"}, "pods", "", nil},
 			// No patch: it updates whole objects. No get, as for pods.
-			{[]string{"list", "watch", "create", "update", "delete"}, "podtoips.example.com", "", nil},
+			{[]string{"list", "watch", "create", "update", "patch", "delete"}, "podtoips.example.com", "", nil},
 			// No watch: only the controller writes them; patch for one hold at a time.
 			{[]string{"get", "list", "create", "update", "patch", "delete"}, "iphistories.example.com", "", nil},
 			// How far the history is proven: its one object, read and written.
