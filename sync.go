@@ -521,7 +521,10 @@ func (r *reconciler) updateMirror(ctx context.Context, key cache.ObjectName, hav
 	mirrors := r.mirrorClient.PodToIps(key.Namespace)
 	err = r.tracker.Write(key, obj.fingerprint(), func() (tracker.Version, error) {
 		v, err := versionOf(mirrors.Update(ctx, obj, metav1.UpdateOptions{}))
-		if patch, ok := answerPatch(have, obj); ok && apierrors.IsConflict(err) {
+		if !apierrors.IsConflict(err) {
+			return v, err
+		}
+		if patch, ok := answerPatch(have, obj); ok {
 			v, err = versionOf(mirrors.Patch(ctx, key.Name, patch, metav1.PatchOptions{}))
 		}
 		return v, err

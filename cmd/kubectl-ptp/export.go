@@ -211,15 +211,15 @@ func (o *options) clusterName(flag string) (string, error) {
 	if err != nil {
 		return "", apiError(fmt.Errorf("reading the kubeconfig for the cluster's name: %w; or give --cluster-name", err))
 	}
-	context := raw.CurrentContext
+	name := raw.CurrentContext
 	if o.flags.Context != nil && *o.flags.Context != "" {
-		context = *o.flags.Context
+		name = *o.flags.Context
 	}
-	if ctx, ok := raw.Contexts[context]; ok && ctx.Cluster != "" {
+	if kc, ok := raw.Contexts[name]; ok && kc.Cluster != "" {
 		if o.flags.ClusterName != nil && *o.flags.ClusterName != "" {
 			return *o.flags.ClusterName, nil
 		}
-		return ctx.Cluster, nil
+		return kc.Cluster, nil
 	}
-	return "", usageErrorf("the kubeconfig names no cluster for context %q: give the cluster column's value with --cluster-name", context)
+	return "", usageErrorf("the kubeconfig names no cluster for context %q: give the cluster column's value with --cluster-name", name)
 }
