@@ -110,22 +110,9 @@ func Holds(cluster string, h *history.IPHistory, w Window) []Hold {
 func Gaps(cluster string, h *history.IPHistory, c *history.IPHistoryCoverage, w Window) []Gap {
 	var out []Gap
 	add := func(from time.Time, until *time.Time, reason string) {
-		from = ms(from)
-		if w.After != nil && !from.After(*w.After) {
-			from = w.After.Add(time.Millisecond)
+		if from, until, ok := w.clip(from, until); ok {
+			out = append(out, Gap{Cluster: cluster, Address: h.Address, From: from, Until: until, Reason: reason})
 		}
-		if until != nil {
-			u := ms(*until)
-			until = &u
-		}
-		if w.After != nil && (until == nil || until.After(w.Until)) {
-			u := w.Until // an incremental run states what it vouched for
-			until = &u
-		}
-		if until != nil && from.After(*until) {
-			return
-		}
-		out = append(out, Gap{Cluster: cluster, Address: h.Address, From: from, Until: until, Reason: reason})
 	}
 	if c != nil && len(c.Intervals) > 0 {
 		if start, _ := history.HistoryStart(h, c, time.Time{}); start.After(c.Intervals[0].From.Time) {
@@ -146,25 +133,35 @@ func Gaps(cluster string, h *history.IPHistory, c *history.IPHistoryCoverage, w 
 func Coverages(cluster string, c *history.IPHistoryCoverage, w Window) []Coverage {
 	var out []Coverage
 	for _, iv := range c.Intervals {
-		from, until := ms(iv.From.Time), ms(iv.To.Time)
-		if w.After != nil {
-			if !until.After(*w.After) {
-				continue
-			}
-			if !from.After(*w.After) {
-				from = w.After.Add(time.Millisecond) // (After, ...]: After was the last run's
-			}
+		if from, until, ok := w.clip(iv.From.Time, &iv.To.Time); ok {
+			out = append(out, Coverage{Cluster: cluster, Scope: c.Namespace, From: from, Until: *until,
+				Retention: int64(c.Retention.Duration / time.Second)})
 		}
-		if until.After(w.Until) {
-			until = w.Until
-		}
-		if from.After(until) {
-			continue
-		}
-		out = append(out, Coverage{Cluster: cluster, Scope: c.Namespace, From: from, Until: until,
-			Retention: int64(c.Retention.Duration / time.Second)})
 	}
 	return out
+}
+
+// clip returns the interval [from, until] (until nil: it lasts) within w,
+// to the millisecond, and false when nothing of it is left. A snapshot
+// keeps it whole; an incremental run keeps what lies after After (the last
+// run's Until) up to its own Until, where an interval that lasts ends: it
+// states what it vouched for.
+func (w Window) clip(from time.Time, until *time.Time) (time.Time, *time.Time, bool) {
+	from = ms(from)
+	if until != nil {
+		u := ms(*until)
+		until = &u
+	}
+	if w.After != nil {
+		if !from.After(*w.After) {
+			from = w.After.Add(time.Millisecond)
+		}
+		if until == nil || until.After(w.Until) {
+			u := w.Until
+			until = &u
+		}
+	}
+	return from, until, until == nil || !from.After(*until)
 }
 
 // CoveredUntil is how far c vouches now: the end of its last interval

@@ -131,49 +131,25 @@ type Writer struct {
 // NewStreamWriter writes JSON lines to w.
 func NewStreamWriter(w io.Writer) (*Writer, error) {
 	bw := bufio.NewWriter(w)
-	holds, err := newTable(bw, "jsonl", TableHolds, holdHeader, holdCells)
-	if err != nil {
-		return nil, err
-	}
-	coverage, _ := newTable(bw, "jsonl", TableCoverage, coverageHeader, coverageCells)
-	gaps, _ := newTable(bw, "jsonl", TableGaps, gapHeader, gapCells)
-	return &Writer{holds: holds, coverage: coverage, gaps: gaps, bufs: []*bufio.Writer{bw}}, nil
+	out := &Writer{bufs: []*bufio.Writer{bw}}
+	return out, out.tables("jsonl", func(string) (io.Writer, error) { return bw, nil })
 }
 
 // NewDirWriter writes the tables in format to dir, as
 // <table>-<name>.<format>.
 func NewDirWriter(dir, format, name string) (*Writer, error) {
 	w := &Writer{}
-	var err error
-	open := func(tbl string) io.Writer {
+	err := w.tables(format, func(tbl string) (io.Writer, error) {
+		f, err := os.CreateTemp(dir, "."+tbl+"-*.tmp")
 		if err != nil {
-			return nil
+			return nil, fmt.Errorf("writing the export to %s: %w", dir, err)
 		}
-		final := filepath.Join(dir, tbl+"-"+name+"."+format)
-		var f *os.File
-		f, err = os.CreateTemp(dir, "."+tbl+"-*.tmp")
-		if err != nil {
-			err = fmt.Errorf("writing the export to %s: %w", dir, err)
-			return nil
-		}
-		w.files = append(w.files, [2]string{f.Name(), final})
+		w.files = append(w.files, [2]string{f.Name(), filepath.Join(dir, tbl+"-"+name+"."+format)})
 		w.open = append(w.open, f)
 		bw := bufio.NewWriter(f)
 		w.bufs = append(w.bufs, bw)
-		return bw
-	}
-	hf := open(TableHolds)
-	cf := open(TableCoverage)
-	gf := open(TableGaps)
-	if err != nil {
-		w.Abort()
-		return nil, err
-	}
-	if w.holds, err = newTable(hf, format, TableHolds, holdHeader, holdCells); err == nil {
-		if w.coverage, err = newTable(cf, format, TableCoverage, coverageHeader, coverageCells); err == nil {
-			w.gaps, err = newTable(gf, format, TableGaps, gapHeader, gapCells)
-		}
-	}
+		return bw, nil
+	})
 	if err != nil {
 		w.Abort()
 		return nil, err
@@ -181,30 +157,41 @@ func NewDirWriter(dir, format, name string) (*Writer, error) {
 	return w, nil
 }
 
-// Holds writes rows of the holds table.
-func (w *Writer) Holds(rows []Hold) error {
-	for _, r := range rows {
-		if err := w.holds.write(r); err != nil {
-			return err
-		}
+// tables makes the three tables, each on the writer out gives it.
+func (w *Writer) tables(format string, out func(table string) (io.Writer, error)) error {
+	hw, err := out(TableHolds)
+	if err == nil {
+		w.holds, err = newTable(hw, format, TableHolds, holdHeader, holdCells)
 	}
-	return nil
+	if err != nil {
+		return err
+	}
+	cw, err := out(TableCoverage)
+	if err == nil {
+		w.coverage, err = newTable(cw, format, TableCoverage, coverageHeader, coverageCells)
+	}
+	if err != nil {
+		return err
+	}
+	gw, err := out(TableGaps)
+	if err == nil {
+		w.gaps, err = newTable(gw, format, TableGaps, gapHeader, gapCells)
+	}
+	return err
 }
+
+// Holds writes rows of the holds table.
+func (w *Writer) Holds(rows []Hold) error { return writeRows(w.holds, rows) }
 
 // Coverage writes rows of the coverage table.
-func (w *Writer) Coverage(rows []Coverage) error {
-	for _, r := range rows {
-		if err := w.coverage.write(r); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (w *Writer) Coverage(rows []Coverage) error { return writeRows(w.coverage, rows) }
 
 // Gaps writes rows of the gaps table.
-func (w *Writer) Gaps(rows []Gap) error {
+func (w *Writer) Gaps(rows []Gap) error { return writeRows(w.gaps, rows) }
+
+func writeRows[T any](t *table[T], rows []T) error {
 	for _, r := range rows {
-		if err := w.gaps.write(r); err != nil {
+		if err := t.write(r); err != nil {
 			return err
 		}
 	}
@@ -216,45 +203,44 @@ func (w *Writer) Gaps(rows []Gap) error {
 // before it saved its state, is replaced: it holds the same window). It
 // returns the final names.
 func (w *Writer) Commit() ([]string, error) {
-	if err := w.holds.flush(); err != nil {
+	if err := w.finish(); err != nil {
 		w.Abort()
 		return nil, err
-	}
-	if err := w.coverage.flush(); err != nil {
-		w.Abort()
-		return nil, err
-	}
-	if err := w.gaps.flush(); err != nil {
-		w.Abort()
-		return nil, err
-	}
-	for _, b := range w.bufs {
-		if err := b.Flush(); err != nil {
-			w.Abort()
-			return nil, err
-		}
 	}
 	var names []string
+	for _, f := range w.files {
+		names = append(names, f[1])
+	}
+	w.files = nil
+	return names, nil
+}
+
+// finish flushes, syncs, closes and renames, in that order.
+func (w *Writer) finish() error {
+	steps := []func() error{w.holds.flush, w.coverage.flush, w.gaps.flush}
+	for _, b := range w.bufs {
+		steps = append(steps, b.Flush)
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
 	for i, f := range w.open {
 		if err := f.Sync(); err != nil {
-			w.Abort()
-			return nil, err
+			return err
 		}
 		if err := f.Close(); err != nil {
-			w.Abort()
-			return nil, err
+			return err
 		}
 		w.open[i] = nil
 	}
 	for _, f := range w.files {
 		if err := os.Rename(f[0], f[1]); err != nil {
-			w.Abort()
-			return nil, err
+			return err
 		}
-		names = append(names, f[1])
 	}
-	w.files = nil
-	return names, nil
+	return nil
 }
 
 // Abort removes what a run that failed wrote.
