@@ -9,9 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net/http"
 	"os"
@@ -24,10 +22,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"example.com/podtoip-controller/e2e/framework"
 )
@@ -89,17 +85,7 @@ func buildCertManagerOverlay(t *testing.T) certManagerOverlay {
 		t.Fatal(err)
 	}
 	o := certManagerOverlay{certificates: map[string]certificate{}, issuers: map[string]issuer{}}
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(built), 4096)
-	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if u.Object == nil {
-			continue
-		}
+	for _, u := range framework.Objects(t, built) {
 		into := func(out any) {
 			t.Helper()
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -12,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"example.com/podtoip-controller/e2e/framework"
@@ -48,14 +44,7 @@ func TestNamePrefixOverlayKeepsThePoliciesFound(t *testing.T) {
 	// here would run: the controller runs outside, as its ServiceAccount.
 	var docs []string
 	var policies []string
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(built), 4096)
-	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, u := range framework.Objects(t, built) {
 		switch u.GetKind() {
 		case "", "CustomResourceDefinition", "Namespace", "Deployment":
 			continue

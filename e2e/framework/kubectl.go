@@ -11,6 +11,7 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -64,4 +65,23 @@ func (e *Env) ShippedClusterRole(t testing.TB) *rbacv1.ClusterRole {
 	}
 	t.Fatal("artifacts/rbac.yaml has no ClusterRole")
 	return nil
+}
+
+// Objects decodes the YAML documents of manifests (what `kubectl
+// kustomize` prints), skipping empty ones.
+func Objects(t testing.TB, manifests string) []unstructured.Unstructured {
+	t.Helper()
+	var out []unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifests), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("decoding manifests: %v", err)
+		}
+		if u.Object != nil {
+			out = append(out, u)
+		}
+	}
 }
