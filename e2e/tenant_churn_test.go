@@ -33,7 +33,7 @@ func TestTenantLabelChurnHoldsOffNoWrite(t *testing.T) {
 	ns := suite.NewNamespace(t)
 	sa := installShippedTrust(t, cp)
 	relay, _ := suite.StartRelay(t)
-	kc := throughRelay(t, sa, relay.Addr())
+	kc := framework.KubeconfigFrom(t, sa, func(server *string, _ *[]byte) { *server = "https://" + relay.Addr() })
 	p := suite.StartControllerAs(t, kc, "--namespace", ns)
 	framework.WaitReady(t, p)
 	suite.RunningPod(t, ns, "web-0", []string{"10.244.186.1"})
@@ -116,24 +116,6 @@ func TestTenantLabelChurnHoldsOffNoWrite(t *testing.T) {
 	if err := p.WaitForOutput(framework.CtxFor(t, 10*time.Second), `event="reverted"`); err != nil {
 		t.Errorf("no reverted trail line: %v\n%s", err, framework.Tail(p.Output(), 20))
 	}
-}
-
-// throughRelay returns a copy of the kubeconfig at path whose server is
-// the relay at addr.
-func throughRelay(t *testing.T, path, addr string) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = "https://" + addr
-	}
-	out := filepath.Join(t.TempDir(), "relayed.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, out); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // restConfig reads the kubeconfig at path.

@@ -23,7 +23,14 @@ import (
 // edit, and returns its path.
 func (e *Env) KubeconfigWith(t testing.TB, edit func(server *string, caData *[]byte)) string {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(e.CP.Kubeconfig)
+	return KubeconfigFrom(t, e.CP.Kubeconfig, edit)
+}
+
+// KubeconfigFrom writes a copy of the kubeconfig at from, each cluster's
+// server and CA changed by edit, and returns its path.
+func KubeconfigFrom(t testing.TB, from string, edit func(server *string, caData *[]byte)) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(from)
 	if err != nil {
 		t.Fatal(err)
 	}
