@@ -532,7 +532,11 @@ func (o *options) historyCRDs() []access.CRD {
 // it. "" when the API server does not say; the exemption of any one
 // ServiceAccount is then accepted, and the log says so.
 func whoAmI(ctx context.Context, kube kubernetes.Interface) string {
-	r, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	// Bounded as the startup checks' requests are: a server that stops
+	// answering now must not hold the start.
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r, err := kube.AuthenticationV1().SelfSubjectReviews().Create(rctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
 		klog.FromContext(ctx).Info("Could not learn whom the controller runs as: the admission policies' exemption is accepted naming any one ServiceAccount", "err", err)
 		return ""
