@@ -534,7 +534,7 @@ func (o *options) historyCRDs() []access.CRD {
 func whoAmI(ctx context.Context, kube kubernetes.Interface) string {
 	// Bounded as the startup checks' requests are: a server that stops
 	// answering now must not hold the start.
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, access.StartupRequestTimeout)
 	defer cancel()
 	r, err := kube.AuthenticationV1().SelfSubjectReviews().Create(rctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {

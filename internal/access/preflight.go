@@ -24,9 +24,9 @@ import (
 const (
 	// preflightPoll is how often startup checks are repeated while failing.
 	preflightPoll = 2 * time.Second
-	// preflightRequestTimeout bounds each startup request, so a blackholed
+	// StartupRequestTimeout bounds each startup request, so a blackholed
 	// server is reported instead of waited on.
-	preflightRequestTimeout = 10 * time.Second
+	StartupRequestTimeout = 10 * time.Second
 )
 
 // requiredAccess lists what the controller cannot work without, in
@@ -72,7 +72,7 @@ func WaitForPreconditions(ctx context.Context, p Preconditions) error {
 	logger := klog.FromContext(ctx)
 	timeout := p.Timeout
 	pcfg := rest.CopyConfig(p.Config.Config)
-	pcfg.Timeout = preflightRequestTimeout
+	pcfg.Timeout = StartupRequestTimeout
 	kube, err := kubernetes.NewForConfig(pcfg)
 	if err != nil {
 		return fmt.Errorf("building client for startup checks: %w", err)
