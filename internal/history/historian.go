@@ -111,6 +111,12 @@ type Historian struct {
 	epoch uint64
 	// coverage is the coverage object as last read or written.
 	coverage *IPHistoryCoverage
+	// sawUntil is how far this leader proved its own pod handlers had
+	// seen every change (zero before its first proof): a change they are
+	// given later happened after it. The coverage a last leader wrote
+	// says no such thing of this replica's view: a change it proved and
+	// wrote may reach these handlers late.
+	sawUntil time.Time
 	// probes are the last reads of the pods' resourceVersion, oldest
 	// first: a change of a later resourceVersion happened after the
 	// read's time, which bounds when a change seen late happened.
@@ -157,19 +163,6 @@ type seenAt struct {
 
 // back reports whether the pod holds the address again since it let go.
 func (s seenAt) back() bool { return !s.again.IsZero() && s.lastEnd.Before(s.again) }
-
-// raise makes t the bound of each change s has seen late and bounded
-// earlier, short of the time it was seen: it stays a change seen late.
-func (s *seenAt) raise(t time.Time) {
-	for _, c := range []struct{ after, seen *time.Time }{{&s.startAfter, &s.start}, {&s.endAfter, &s.end}, {&s.againAfter, &s.again}} {
-		if !c.after.IsZero() && c.after.Before(t) {
-			*c.after = t
-			if !t.Before(*c.seen) {
-				*c.after = c.seen.Add(-time.Nanosecond)
-			}
-		}
-	}
-}
 
 // latest returns the last time s was noted.
 func (s seenAt) latest() time.Time {
@@ -380,11 +373,13 @@ func (h *Historian) Moved(old, cur *podinfo.Pod, was, is []string) {
 }
 
 // bound returns the time after which the change of resourceVersion rv
-// happened (changedAfter), raised to how far the coverage went: a change
-// not seen by then happened after it.
+// happened (changedAfter), raised to how far this leader proved it had
+// seen: a change not seen by then happened after it.
 func (h *Historian) bound(rv string) time.Time {
 	after := h.changedAfter(rv)
-	proven := h.provenUntil()
+	h.mu.Lock()
+	proven := h.sawUntil
+	h.mu.Unlock()
 	if logger := klog.Background().V(5); logger.Enabled() {
 		logger.Info("A pod change's earliest time", "resourceVersion", rv, "afterRead", after, "provenUntil", proven, "seen", h.late())
 	}
@@ -575,7 +570,7 @@ func (h *Historian) Run(ctx, inflight context.Context, workers int) {
 	// records are read, so a pod that gets an address meanwhile has its
 	// start observed, not stated as unknown.
 	h.mu.Lock()
-	h.since = h.late()
+	h.since, h.sawUntil = h.late(), time.Time{}
 	h.mu.Unlock()
 	h.active.Store(true)
 	err := wait.PollUntilContextCancel(ctx, loadRetry, true, func(ctx context.Context) (bool, error) {
@@ -607,7 +602,7 @@ func (h *Historian) Run(ctx, inflight context.Context, workers int) {
 	clear(h.seen)
 	clear(h.unproven)
 	clear(h.terminatingSince)
-	h.records, h.stale, h.coverage = map[string]Record{}, map[string]bool{}, nil
+	h.records, h.stale, h.coverage, h.sawUntil = map[string]Record{}, map[string]bool{}, nil, time.Time{}
 	h.mu.Unlock()
 }
 
@@ -634,15 +629,11 @@ func (h *Historian) activate() {
 	}
 	h.pruneSeen(h.since.Add(-standbyKeep))
 	proven, _ := CoveredUntil(h.coverage)
-	for a, byPod := range h.seen {
-		// Seen as a standby, or while the records were read. A standby
-		// reads no resourceVersion, so its changes have no bound of
-		// their own: one not written by the last leader happened after
-		// its coverage ended.
-		for uid, s := range byPod {
-			s.raise(proven)
-			byPod[uid] = s
-		}
+	for a := range h.seen {
+		// Seen as a standby, or while the records were read, each change
+		// bounded by this replica's own reads of the pods'
+		// resourceVersion: the last leader's coverage does not date them,
+		// as they may be changes it wrote, seen late here.
 		h.queue.Add(a)
 	}
 	for name, r := range h.records {

@@ -16,9 +16,11 @@ import (
 	"example.com/podtoip-controller/internal/kubeclient"
 )
 
-// provenUntil returns how far the coverage goes: every change made before
-// it was seen and written, so one not written yet happened after it (zero:
-// nothing is proven, and a hold's own start is the bound).
+// provenUntil returns how far the coverage goes, whoever wrote it: every
+// change made before it was seen and written, so one the records lack
+// happened after it (zero: nothing is proven, and a hold's own start is
+// the bound). A change this replica's handlers are given is bounded by
+// sawUntil instead (see bound).
 func (h *Historian) provenUntil() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -173,6 +175,9 @@ func (h *Historian) prove(ctx, inflight context.Context) error {
 		}
 	}
 	klog.FromContext(ctx).V(5).Info("Proven", "until", at, "resourceVersion", p.rv)
+	h.mu.Lock()
+	h.sawUntil = at
+	h.mu.Unlock()
 	return h.extend(inflight, at)
 }
 
