@@ -122,7 +122,7 @@ func (o *options) export(ctx context.Context, cmd *cobra.Command, e *exportOptio
 	if err != nil {
 		return err
 	}
-	if err := c.writeExport(ctx, out, cluster, cov, w); err != nil {
+	if err := c.writeExport(ctx, out, cluster, cov, w, func() time.Time { return c.serverNow(o.now) }); err != nil {
 		out.Abort()
 		return err
 	}
@@ -153,15 +153,12 @@ func (o *options) exportWriter(e *exportOptions, format, name string) (*export.W
 	return w, nil
 }
 
-// writeExport writes the coverage's rows, then the IPHistories', a page
-// at a time: the coverage was read first, so every hold that ended within
-// it is in the pages.
-func (c *client) writeExport(ctx context.Context, out *export.Writer, cluster string, cov *history.IPHistoryCoverage, w export.Window) error {
-	if cov != nil {
-		if err := out.Coverage(export.Coverages(cluster, cov, w)); err != nil {
-			return apiError(fmt.Errorf("writing the export: %w", err))
-		}
-	}
+// writeExport writes the IPHistories' rows, a page at a time, then the
+// coverage's: the coverage was read first, so every hold that ended within
+// it is in the pages; its rows start no earlier than the last page's read
+// allows for an address whose IPHistory is gone (now, the server's clock,
+// minus the retention).
+func (c *client) writeExport(ctx context.Context, out *export.Writer, cluster string, cov *history.IPHistoryCoverage, w export.Window, now func() time.Time) error {
 	err := c.listPages(ctx, history.GroupVersionResource, func(u *unstructured.Unstructured) error {
 		var h history.IPHistory
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &h); err != nil {
@@ -181,6 +178,13 @@ func (c *client) writeExport(ctx context.Context, out *export.Writer, cluster st
 	})
 	if err != nil {
 		return explainHistoryList(err)
+	}
+	if cov == nil {
+		return nil
+	}
+	w.Absent, _ = history.HistoryStart(nil, cov, now())
+	if err := out.Coverage(export.Coverages(cluster, cov, w)); err != nil {
+		return apiError(fmt.Errorf("writing the export: %w", err))
 	}
 	return nil
 }

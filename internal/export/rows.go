@@ -57,22 +57,27 @@ type Coverage struct {
 // Gap is one row of the gaps table: an interval over which the holds of
 // one address are not complete, covered or not: while more pods held it
 // than an IPHistory keeps open holds (Reason "overflow"; Until null while
-// it lasts), or before the earliest time its IPHistory answers for
+// it lasts), before the earliest time its IPHistory answers for
 // ("unrecorded": holds that ended before then were removed, past the
-// retention or to keep the bound). A join that finds no hold of an
-// address at a time in a gap must not say "nobody".
+// retention or to keep the bound), or while the pod PodUID held it in a
+// hold an incremental run does not write yet, as it had not ended
+// ("open"). A join that finds no hold of an address at a time in a gap
+// must not say "nobody". An open gap is void once a hold of its pod and
+// address spans it: a later run wrote that hold when it ended.
 type Gap struct {
 	Cluster string     `parquet:"cluster,dict" json:"cluster"`
 	Address string     `parquet:"address" json:"address"`
 	From    time.Time  `parquet:"from,timestamp(millisecond)" json:"from"`
 	Until   *time.Time `parquet:"until,optional,timestamp(millisecond)" json:"until"`
 	Reason  string     `parquet:"reason,dict" json:"reason"`
+	PodUID  string     `parquet:"podUID,optional" json:"podUID,omitempty"`
 }
 
 // The reasons of a Gap.
 const (
 	GapOverflow   = "overflow"
 	GapUnrecorded = "unrecorded"
+	GapOpen       = "open"
 )
 
 // Window selects what a run exports. A snapshot (After nil) exports every
@@ -82,9 +87,15 @@ const (
 // that ended by then has been written (the coverage vouches for every
 // change before it), so no hold is missed between runs, and none is
 // exported twice.
+//
+// Absent is the earliest time an address without an IPHistory answers
+// for when the run read them (history.HistoryStart: the read minus the
+// retention): a hold that ended before it may have been removed with its
+// object, so no coverage row starts earlier.
 type Window struct {
-	After *time.Time
-	Until time.Time
+	After  *time.Time
+	Until  time.Time
+	Absent time.Time
 }
 
 // Holds returns the rows of h's holds that w selects, for cluster.
@@ -126,6 +137,19 @@ func Gaps(cluster string, h *history.IPHistory, c *history.IPHistoryCoverage, w 
 		}
 		add(o.From.Time, until, GapOverflow)
 	}
+	if w.After != nil {
+		// Holds wait for their end to be written (Holds): until then the
+		// covered time they span is not complete for the address.
+		for _, hold := range h.Holders {
+			if hold.To == nil || hold.To.After(w.Until) {
+				n := len(out)
+				add(hold.From.Time, &w.Until, GapOpen)
+				if len(out) > n {
+					out[n].PodUID = string(hold.PodUID)
+				}
+			}
+		}
+	}
 	return out
 }
 
@@ -133,7 +157,11 @@ func Gaps(cluster string, h *history.IPHistory, c *history.IPHistoryCoverage, w 
 func Coverages(cluster string, c *history.IPHistoryCoverage, w Window) []Coverage {
 	var out []Coverage
 	for _, iv := range c.Intervals {
-		if from, until, ok := w.clip(iv.From.Time, &iv.To.Time); ok {
+		from := iv.From.Time
+		if from.Before(w.Absent) {
+			from = w.Absent
+		}
+		if from, until, ok := w.clip(from, &iv.To.Time); ok {
 			out = append(out, Coverage{Cluster: cluster, Scope: c.Namespace, From: from, Until: *until,
 				Retention: int64(c.Retention.Duration / time.Second)})
 		}

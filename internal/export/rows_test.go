@@ -92,9 +92,10 @@ func TestCoveragesClippedToTheWindow(t *testing.T) {
 // by the files that remain, and none that lasts.
 
 // TestGaps checks the intervals where an address's holds are not
-// complete: its overflow, open or ended, and the covered time before the
-// earliest its IPHistory answers for; each clipped to an incremental
-// window, an open one ending where the run vouched.
+// complete: its overflow, open or ended, the covered time before the
+// earliest its IPHistory answers for, and, in an incremental run, the
+// holds that have not ended (not written yet); each clipped to an
+// incremental window, an open one ending where the run vouched.
 func TestGaps(t *testing.T) {
 	c := &history.IPHistoryCoverage{Retention: metav1.Duration{Duration: time.Hour}, Intervals: []history.Interval{
 		{From: history.NewTime(at(0)), To: history.NewTime(at(100))},
@@ -112,12 +113,31 @@ func TestGaps(t *testing.T) {
 	}
 	after := at(60)
 	got = Gaps("c1", h, c, Window{After: &after, Until: at(90)})
-	if len(got) != 1 || got[0].Reason != GapOverflow || !got[0].From.Equal(at(60).Add(time.Millisecond)) || !got[0].Until.Equal(at(90)) {
-		t.Errorf("incremental gaps %+v, want the overflow over (60, 90]", got)
+	if len(got) != 2 || got[0].Reason != GapOverflow || !got[0].From.Equal(at(60).Add(time.Millisecond)) || !got[0].Until.Equal(at(90)) ||
+		got[1].Reason != GapOpen || got[1].PodUID != "uid-c" || !got[1].From.Equal(at(60).Add(time.Millisecond)) || !got[1].Until.Equal(at(90)) {
+		t.Errorf("incremental gaps %+v, want the overflow and uid-c's open hold over (60, 90]", got)
 	}
 	h.Overflow.To = htime(at(70))
+	h.Holders[2].To = htime(at(95)) // ends after the run vouched: not written yet
 	after = at(75)
-	if got := Gaps("c1", h, c, Window{After: &after, Until: at(90)}); len(got) != 0 {
-		t.Errorf("an overflow that ended before the window: %+v", got)
+	got = Gaps("c1", h, c, Window{After: &after, Until: at(90)})
+	if len(got) != 1 || got[0].Reason != GapOpen || got[0].PodUID != "uid-c" || !got[0].Until.Equal(at(90)) {
+		t.Errorf("an overflow that ended before the window, a hold that ends after it: %+v, want uid-c's open gap only", got)
+	}
+	if got := Gaps("c1", h, c, Window{Until: at(90)}); len(got) != 2 || slices.ContainsFunc(got, func(g Gap) bool { return g.Reason == GapOpen }) {
+		t.Errorf("a snapshot writes every hold, open ones too: gaps %+v, want the unrecorded one and the overflow only", got)
+	}
+}
+
+// TestCoverageAbsent checks that no coverage row starts before the
+// earliest time an address without an IPHistory answers for: a hold that
+// ended earlier may have been removed with its object.
+func TestCoverageAbsent(t *testing.T) {
+	c := &history.IPHistoryCoverage{Retention: metav1.Duration{Duration: time.Hour}, Intervals: []history.Interval{
+		{From: history.NewTime(at(0)), To: history.NewTime(at(10))}, {From: history.NewTime(at(20)), To: history.NewTime(at(100))},
+	}}
+	rows := Coverages("c1", c, Window{Until: at(100), Absent: at(30)})
+	if len(rows) != 1 || !rows[0].From.Equal(at(30)) || !rows[0].Until.Equal(at(100)) {
+		t.Errorf("coverage rows %+v, want [30, 100] only", rows)
 	}
 }

@@ -93,10 +93,10 @@ func holdCells(h Hold) []string {
 		h.From.Format(TimeLayout), cell(h.To), cell(h.StartedBefore), cell(h.EndedAfter), cell(h.TerminatingSince)}
 }
 
-var gapHeader = []string{"cluster", "address", "from", "until", "reason"}
+var gapHeader = []string{"cluster", "address", "from", "until", "reason", "podUID"}
 
 func gapCells(g Gap) []string {
-	return []string{g.Cluster, g.Address, g.From.Format(TimeLayout), cell(g.Until), g.Reason}
+	return []string{g.Cluster, g.Address, g.From.Format(TimeLayout), cell(g.Until), g.Reason, g.PodUID}
 }
 
 var coverageHeader = []string{"cluster", "scope", "from", "until", "retention"}
