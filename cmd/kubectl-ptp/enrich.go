@@ -16,8 +16,8 @@ import (
 
 const enrichLong = `Name the pod behind every address of a flow log, at the flow's own time,
 from the IPHistories (one paged LIST, after the IPHistoryCoverage), or
-from a saved copy (--history-file), and the trail (--trail). Nothing is
-written to the cluster.
+from a saved copy or the files of 'kubectl ptp export' (--history-file),
+and the trail (--trail). Nothing is written to the cluster.
 
 FILEs are read in turn, standard input when there is none; gzip is read
 transparently. Formats (--format; recognized from the first line when
@@ -63,11 +63,11 @@ history could not vouch for some address (not-covered).`
 
 // enrichFlags are enrich's flags besides the shared ones.
 type enrichFlags struct {
-	opts        enrich.Options
-	historyFile string
-	trails      []string
-	fields      string
-	addrs       string
+	opts         enrich.Options
+	historyFiles []string
+	trails       []string
+	fields       string
+	addrs        string
 }
 
 func newEnrichCommand(o *options) *cobra.Command {
@@ -78,6 +78,7 @@ func newEnrichCommand(o *options) *cobra.Command {
 		Long:  enrichLong,
 		Example: `  kubectl ptp enrich flows.log.gz > flows-with-pods.log
   kubectl get iphc,iph -o json > history.json; kubectl ptp enrich --history-file history.json flows.log
+  kubectl ptp enrich --history-file exports/ flows.log   # the files of hourly 'kubectl ptp export --state'
   kubectl ptp enrich --format jsonl --time-field ts --address-fields src,dst -o csv events.jsonl`,
 		// -o here is jsonl or csv, not the other commands' json or yaml.
 		PersistentPreRunE: func(*cobra.Command, []string) error {
@@ -97,7 +98,7 @@ func newEnrichCommand(o *options) *cobra.Command {
 	fl.StringVar(&f.opts.EndField, "end-field", "", "jsonl, csv: the end of the record's window, when it has one.")
 	fl.StringVar(&f.addrs, "address-fields", "", "jsonl, csv: the fields to enrich, comma-separated.")
 	fl.DurationVar(&f.opts.Skew, "skew", time.Second, "Widen each record's window by this much on both sides: the flow's clock is not the controller's.")
-	fl.StringVar(&f.historyFile, "history-file", "", "Read the history from this file, saved with 'kubectl get iphc,iph -o json' (add nodes,ipaddresses to label them), instead of the cluster.")
+	fl.StringArrayVar(&f.historyFiles, "history-file", nil, "Read the history from files instead of the cluster: one saved with 'kubectl get iphc,iph -o json' (add nodes,ipaddresses to label them), or the files of 'kubectl ptp export -o parquet|jsonl' of one cluster (repeatable; a directory stands for the files in it).")
 	fl.StringArrayVar(&f.trails, "trail", nil, "Also read closed holds from trail lines (the controller's JSON log, msg \"PodToIp trail\"), for times older than the retention; repeatable.")
 	return cmd
 }
@@ -171,8 +172,8 @@ func (o *options) loadHistory(cmd *cobra.Command, f *enrichFlags) (*enrich.Build
 	if fl := cmd.Flag("namespace"); fl != nil && fl.Changed {
 		namespace = *o.flags.Namespace
 	}
-	if f.historyFile != "" {
-		return loadFile(f.historyFile, namespace, o.streams.ErrOut)
+	if len(f.historyFiles) > 0 {
+		return loadFiles(f.historyFiles, namespace, o.streams.ErrOut)
 	}
 	c, err := o.client(cmd)
 	if err != nil {

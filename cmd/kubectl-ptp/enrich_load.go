@@ -2,12 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"example.com/podtoip-controller/internal/enrich"
+	"example.com/podtoip-controller/internal/export"
 	"example.com/podtoip-controller/internal/history"
 	"example.com/podtoip-controller/internal/trail"
 )
@@ -120,6 +127,120 @@ func addIPAddress(b *enrich.Builder, name string, obj map[string]any) {
 	if ref["resource"] == "services" && ref["group"] == "" {
 		b.AddCurrent(name, "service/"+ref["namespace"]+"/"+ref["name"])
 	}
+}
+
+// loadFiles reads --history-file: one saved list (loadFile), or exported
+// files (loadExports); a directory stands for the files in it.
+func loadFiles(paths []string, namespace string, notes io.Writer) (*enrich.Builder, time.Time, error) {
+	var files, exports []string
+	for _, p := range paths {
+		names := []string{p}
+		if st, err := os.Stat(p); err != nil {
+			return nil, time.Time{}, usageErrorf("--history-file: %w", err)
+		} else if st.IsDir() {
+			entries, err := os.ReadDir(p)
+			if err != nil {
+				return nil, time.Time{}, usageErrorf("--history-file: %w", err)
+			}
+			names = names[:0]
+			for _, e := range entries {
+				if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") { // .*.tmp: a run in progress
+					names = append(names, filepath.Join(p, e.Name()))
+				}
+			}
+		}
+		for _, name := range names {
+			head, err := fileHead(name)
+			switch {
+			case err != nil:
+				return nil, time.Time{}, usageErrorf("--history-file: %w", err)
+			case len(head) == 0:
+				continue // an export's table without rows
+			case bytes.HasPrefix(head, []byte("cluster,")):
+				return nil, time.Time{}, usageErrorf("--history-file %s: a CSV export cannot be read back (its types are not in it): export with -o parquet or -o jsonl", name)
+			}
+			if export.IsExport(head) {
+				exports = append(exports, name)
+			} else {
+				files = append(files, name)
+			}
+		}
+	}
+	switch {
+	case len(exports) == 0 && len(files) == 0:
+		return nil, time.Time{}, usageErrorf("--history-file %s: every file is empty", strings.Join(paths, ", "))
+	case len(exports) == 0 && len(files) == 1:
+		return loadFile(files[0], namespace, notes)
+	case len(exports) == 0:
+		return nil, time.Time{}, usageErrorf("--history-file: %d saved lists (%s): give one, or the files of 'kubectl ptp export -o parquet|jsonl'", len(files), strings.Join(files, ", "))
+	case len(files) > 0:
+		return nil, time.Time{}, usageErrorf("--history-file %s: neither Parquet nor JSON lines of 'kubectl ptp export', and a saved list cannot be mixed with exported files", files[0])
+	}
+	return loadExports(exports, namespace, notes)
+}
+
+func fileHead(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	head := make([]byte, 16)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return head[:n], nil
+}
+
+// loadExports reads the files of 'kubectl ptp export': every coverage row
+// first, then the holds and gaps, as the cluster is read. They must be of
+// one cluster: the holds of two clusters' addresses are not one history.
+// The time returned is zero: the coverage rows already start no earlier
+// than an address without holds answers for.
+func loadExports(paths []string, namespace string, notes io.Writer) (*enrich.Builder, time.Time, error) {
+	var covs []export.Coverage
+	clusters := map[string]bool{}
+	for _, p := range paths {
+		err := export.Read(p, export.Rows{Coverage: func(c *export.Coverage) {
+			covs = append(covs, *c)
+			clusters[c.Cluster] = true
+		}})
+		if err != nil {
+			return nil, time.Time{}, usageErrorf("--history-file %w", err)
+		}
+	}
+	if len(clusters) > 1 {
+		return nil, time.Time{}, usageErrorf("--history-file: files of %d clusters (%s): enrich answers from one cluster's history at a time; give the files of one", len(clusters), strings.Join(slices.Sorted(maps.Keys(clusters)), ", "))
+	}
+	b := enrich.NewExportBuilder(namespace, covs)
+	if b.Coverages() == 0 {
+		fmt.Fprintf(notes, "note: --history-file: no coverage rows that vouch for %s: every answer is at most uncertain\n", cmp.Or(namespace, "every namespace"))
+	}
+	var other string
+	for _, p := range paths {
+		err := export.Read(p, export.Rows{
+			Hold: func(h *export.Hold) {
+				if len(clusters) > 0 && !clusters[h.Cluster] {
+					other = h.Cluster
+				}
+				b.AddExportedHold(h)
+			},
+			Gap: func(g *export.Gap) {
+				if len(clusters) > 0 && !clusters[g.Cluster] {
+					other = g.Cluster
+				}
+				b.AddExportedGap(g)
+			},
+		})
+		if err != nil {
+			return nil, time.Time{}, usageErrorf("--history-file %w", err)
+		}
+		if other != "" {
+			return nil, time.Time{}, usageErrorf("--history-file %s: rows of cluster %q, where the coverage rows are of another: give the files of one cluster", p, other)
+		}
+	}
+	return b, time.Time{}, nil
 }
 
 // loadFile reads a saved list, as `kubectl get iphc,iph -o json` writes

@@ -3,6 +3,7 @@ package enrich
 import (
 	"math"
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -46,18 +47,31 @@ type entry struct {
 	// recorded says the address has an IPHistory: else start is that
 	// of an address without one, from the read time.
 	recorded bool
-	// overflowFrom and overflowTo are its IPHistory's Overflow, [from,
-	// to) (to: never while it lasts); both 0 when it has none.
-	overflowFrom, overflowTo int64
+	// Its gaps (Index.gaps[gapOff:gapOff+gapN]): where its holds are not
+	// complete, not covered whatever the coverage says.
+	gapOff, gapN uint32
 }
 
+// span is a gap, [from, to) (to: never while it lasts): an IPHistory's
+// Overflow, or an exported gaps row.
+type span struct{ from, to int64 }
+
 // building is an address's entry while the Index is built, with its
-// holds, and the address.
+// holds, gaps and the address.
 type building struct {
 	entry
 	holds []hold
-	v4    uint32
-	v6    netip.Addr // when not IPv4
+	gaps  []span
+	// open are the exported gaps of holds a run had not written yet,
+	// void once a hold of the same pod spans them (see finish).
+	open []openGap
+	v4   uint32
+	v6   netip.Addr // when not IPv4
+}
+
+type openGap struct {
+	span
+	uid types.UID
 }
 
 // maxCoverages is how many coverages can vouch for one question: that of
@@ -87,6 +101,7 @@ type Index struct {
 	v4    map[uint32]entry
 	v6    map[netip.Addr]entry
 	holds []hold
+	gaps  []span
 	pods  []podText
 	// text holds the pods' texts, one after another in blocks of
 	// textBlock bytes: a holder written reads one place in memory, the
@@ -108,6 +123,11 @@ type Builder struct {
 	ids4 map[uint32]uint32
 	ids6 map[netip.Addr]uint32
 	covs []*history.IPHistoryCoverage
+	// exported says the coverages and holds come from exported tables,
+	// whose coverage rows start no earlier than an address without
+	// holds answers for, and whose gaps say where each address's holds
+	// are not complete: no start of its own bounds an address.
+	exported bool
 }
 
 // NewBuilder starts an Index of the holders of namespace ("" for all),
@@ -149,14 +169,18 @@ func (b *Builder) AddHistory(h *history.IPHistory) {
 	}
 	e.recorded = true
 	if o := h.Overflow; o != nil {
-		e.overflowFrom, e.overflowTo = o.From.UnixNano(), never
+		g := span{from: o.From.UnixNano(), to: never}
 		if o.To != nil {
-			e.overflowTo = o.To.UnixNano()
+			g.to = o.To.UnixNano()
 		}
+		e.gaps = append(e.gaps, g)
 	}
 	for i, c := range b.covs {
 		start, _ := history.HistoryStart(h, c, time.Time{})
 		e.start[i] = start.UnixNano()
+		if b.exported {
+			e.start[i] = always // the gaps rows say where it is not complete
+		}
 	}
 	for _, hd := range h.Holders {
 		if b.ix.namespace != "" && hd.Namespace != b.ix.namespace {
@@ -216,6 +240,9 @@ func (b *Builder) Build(now time.Time) *Index {
 	for i, c := range b.covs {
 		start, _ := history.HistoryStart(nil, c, now)
 		b.ix.absent[i] = start.UnixNano()
+		if b.exported {
+			b.ix.absent[i] = always
+		}
 	}
 	n := 0
 	for i := range b.entries {
@@ -244,7 +271,17 @@ func (b *Builder) finish(e *building) {
 	sort.SliceStable(e.holds, func(i, j int) bool { return e.holds[i].from < e.holds[j].from })
 	e.off, e.n = uint32(len(b.ix.holds)), uint32(len(e.holds))
 	b.ix.holds = append(b.ix.holds, e.holds...)
-	e.holds = nil
+	for _, g := range e.open {
+		id, known := b.podIDs[g.uid]
+		if !known || !slices.ContainsFunc(e.holds, func(k hold) bool {
+			return k.pod == id && !k.trail && k.from <= g.from && k.to != never && k.to >= g.to
+		}) {
+			e.gaps = append(e.gaps, g.span)
+		}
+	}
+	e.gapOff, e.gapN = uint32(len(b.ix.gaps)), uint32(len(e.gaps))
+	b.ix.gaps = append(b.ix.gaps, e.gaps...)
+	e.holds, e.gaps, e.open = nil, nil, nil
 }
 
 // entry returns the entry of an address, adding it; nil for what is not

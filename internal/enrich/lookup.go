@@ -92,7 +92,7 @@ func (ix *Index) Lookup(address []byte, from, to, skew int64, a *Answer) {
 			e, ok = ix.v6[ip]
 		}
 	}
-	start, overflow := ix.absent, false
+	start, gap := ix.absent, false
 	if ok {
 		start = e.start
 		ix.collect(&e, from, to, a)
@@ -101,10 +101,16 @@ func (ix *Index) Lookup(address []byte, from, to, skew int64, a *Answer) {
 				f.uncertain = true
 			}
 		}
-		// history.WhoHad: a time in the Overflow is not covered.
-		overflow = e.overflowTo != 0 && max(from, e.overflowFrom) < e.overflowTo && e.overflowFrom <= to
+		// history.WhoHad: a time in the Overflow is not covered, nor one
+		// in an exported gap.
+		for _, g := range ix.gaps[e.gapOff : e.gapOff+e.gapN] {
+			if max(from, g.from) < g.to && g.from <= to {
+				gap = true
+				break
+			}
+		}
 	}
-	covered := !overflow && ix.covered(from, to, start)
+	covered := !gap && ix.covered(from, to, start)
 	switch {
 	case len(a.found) == 0 && covered:
 		a.Match = None

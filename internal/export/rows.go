@@ -118,16 +118,26 @@ func Holds(cluster string, h *history.IPHistory, w Window) []Hold {
 // Gaps returns the rows of the gaps of h's address within w, clipped to
 // it: its overflow, and, under the coverage c (nil: none), the covered
 // time before the earliest its IPHistory answers for (history.HistoryStart).
+//
+// A gap is [From, Until): an instant at its Until is not in it, as an
+// Overflow's end is not (history.WhoHad). One that goes on after an
+// incremental run's window ends a millisecond after the window, so that
+// the window's last instant, which its coverage rows vouch for, is in it.
 func Gaps(cluster string, h *history.IPHistory, c *history.IPHistoryCoverage, w Window) []Gap {
 	var out []Gap
-	add := func(from time.Time, until *time.Time, reason string) {
+	add := func(from time.Time, until *time.Time, reason, uid string) {
+		goesOn := w.After != nil && (until == nil || until.After(w.Until))
 		if from, until, ok := w.clip(from, until); ok {
-			out = append(out, Gap{Cluster: cluster, Address: h.Address, From: from, Until: until, Reason: reason})
+			if goesOn {
+				u := w.Until.Add(time.Millisecond)
+				until = &u
+			}
+			out = append(out, Gap{Cluster: cluster, Address: h.Address, From: from, Until: until, Reason: reason, PodUID: uid})
 		}
 	}
 	if c != nil && len(c.Intervals) > 0 {
 		if start, _ := history.HistoryStart(h, c, time.Time{}); start.After(c.Intervals[0].From.Time) {
-			add(c.Intervals[0].From.Time, &start, GapUnrecorded)
+			add(c.Intervals[0].From.Time, &start, GapUnrecorded, "")
 		}
 	}
 	if o := h.Overflow; o != nil {
@@ -135,18 +145,14 @@ func Gaps(cluster string, h *history.IPHistory, c *history.IPHistoryCoverage, w 
 		if o.To != nil {
 			until = &o.To.Time
 		}
-		add(o.From.Time, until, GapOverflow)
+		add(o.From.Time, until, GapOverflow, "")
 	}
 	if w.After != nil {
 		// Holds wait for their end to be written (Holds): until then the
 		// covered time they span is not complete for the address.
 		for _, hold := range h.Holders {
 			if hold.To == nil || hold.To.After(w.Until) {
-				n := len(out)
-				add(hold.From.Time, &w.Until, GapOpen)
-				if len(out) > n {
-					out[n].PodUID = string(hold.PodUID)
-				}
+				add(hold.From.Time, nil, GapOpen, string(hold.PodUID))
 			}
 		}
 	}

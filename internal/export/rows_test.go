@@ -113,15 +113,16 @@ func TestGaps(t *testing.T) {
 	}
 	after := at(60)
 	got = Gaps("c1", h, c, Window{After: &after, Until: at(90)})
-	if len(got) != 2 || got[0].Reason != GapOverflow || !got[0].From.Equal(at(60).Add(time.Millisecond)) || !got[0].Until.Equal(at(90)) ||
-		got[1].Reason != GapOpen || got[1].PodUID != "uid-c" || !got[1].From.Equal(at(60).Add(time.Millisecond)) || !got[1].Until.Equal(at(90)) {
+	end := at(90).Add(time.Millisecond) // the window's last instant is in them
+	if len(got) != 2 || got[0].Reason != GapOverflow || !got[0].From.Equal(at(60).Add(time.Millisecond)) || !got[0].Until.Equal(end) ||
+		got[1].Reason != GapOpen || got[1].PodUID != "uid-c" || !got[1].From.Equal(at(60).Add(time.Millisecond)) || !got[1].Until.Equal(end) {
 		t.Errorf("incremental gaps %+v, want the overflow and uid-c's open hold over (60, 90]", got)
 	}
 	h.Overflow.To = htime(at(70))
 	h.Holders[2].To = htime(at(95)) // ends after the run vouched: not written yet
 	after = at(75)
 	got = Gaps("c1", h, c, Window{After: &after, Until: at(90)})
-	if len(got) != 1 || got[0].Reason != GapOpen || got[0].PodUID != "uid-c" || !got[0].Until.Equal(at(90)) {
+	if len(got) != 1 || got[0].Reason != GapOpen || got[0].PodUID != "uid-c" || !got[0].Until.Equal(end) {
 		t.Errorf("an overflow that ended before the window, a hold that ends after it: %+v, want uid-c's open gap only", got)
 	}
 	if got := Gaps("c1", h, c, Window{Until: at(90)}); len(got) != 2 || slices.ContainsFunc(got, func(g Gap) bool { return g.Reason == GapOpen }) {
