@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +96,8 @@ func TestHistoryExport(t *testing.T) {
 	suite.DeletePod(t, ns, "b", true)
 	runUntil("b ended", map[string]int{"a": 2, "b": 1})
 
+	enrichFromExport(t, ns, []string{"10.244.185.1", "fd00::185:1"})
+
 	// Bad input: a clear error, exit 2, nothing on standard output.
 	for _, args := range [][]string{
 		{"export", "-o", "parquet"},
@@ -146,4 +149,62 @@ func exportedHolds(t *testing.T, dir string) map[string]int {
 		}
 	}
 	return out
+}
+
+// enrichFromExport checks `kubectl ptp enrich --history-file` on the
+// files of a Parquet export against the same command on a saved list of
+// the namespace's coverage and the IPHistories read after the export:
+// the same output, byte for byte, for records every 250 ms of the last
+// minute on addrs, edges included.
+func enrichFromExport(t *testing.T, ns string, addrs []string) {
+	t.Helper()
+	dir := t.TempDir()
+	exported := filepath.Join(dir, "exported")
+	if err := os.Mkdir(exported, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := suite.KubectlPTP(t, "export", "-n", ns, "-o", "parquet", "--dir", exported, "--cluster-name", "e2e"); code != 0 {
+		t.Fatalf("kubectl ptp export -o parquet: exit %d: %s", code, errOut)
+	}
+	// The saved list: the namespace's coverage first, as enrich reads it.
+	var items []json.RawMessage
+	for _, args := range [][]string{{"get", "iphc", "namespace." + ns, "-o", "json"}, {"get", "iph", "-o", "json"}} {
+		out, err := cp.Kubectl(t.Context(), args...)
+		if err != nil {
+			t.Fatalf("kubectl %v: %v", args, err)
+		}
+		var l struct {
+			Kind  string            `json:"kind"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal([]byte(out), &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Kind != "List" {
+			items = append(items, json.RawMessage(out))
+		}
+		items = append(items, l.Items...)
+	}
+	list, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	saved := filepath.Join(dir, "saved.json")
+	if err := os.WriteFile(saved, list, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var flows strings.Builder
+	now := time.Now().UTC()
+	for at := now.Add(-time.Minute); at.Before(now); at = at.Add(250 * time.Millisecond) {
+		for _, a := range addrs {
+			fmt.Fprintf(&flows, `{"ts":%q,"te":%q,"src":%q}`+"\n", at.Format(time.RFC3339Nano), at.Add(time.Second).Format(time.RFC3339Nano), a)
+		}
+	}
+	records := filepath.Join(dir, "flows.jsonl")
+	if err := os.WriteFile(records, []byte(flows.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"enrich", "-n", ns, "--format", "jsonl", "--time-field", "ts", "--end-field", "te", "--address-fields", "src", "--skew", "0", "--history-file"}
+	want, wantErr, wantCode := suite.KubectlPTP(t, append(args, saved, records)...)
+	got, gotErr, gotCode := suite.KubectlPTP(t, append(args, exported, records)...)
+	if gotCode != wantCode || got != want || !strings.Contains(want, `"certain"`) {
+		t.Errorf("enrich from the export: exit %d, from the saved list: exit %d (stderr %s / %s); outputs differ or name nobody as certain:\n%s\nwant\n%s", gotCode, wantCode, gotErr, wantErr, got, want)
+	}
 }
