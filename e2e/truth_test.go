@@ -394,10 +394,49 @@ func runTruthSeed(t *testing.T, c *controlplane.Cluster, kubelets []*framework.T
 		t.Logf("clock: offsets %v; the IPHistory's latest hold starts lie %v (median of %d) from the truth's while a replica with its clock off led, %v (median of %d) otherwise",
 			r.offsets, sk.Round(time.Millisecond), nsk, ot.Round(time.Millisecond), not)
 	}
+	enriched := r.enrich(qs)
 	r.report(qs, sum, stats, rerun)
 	r.check(sum, stats, rerun)
+	if enriched.FalseCertain > 0 || enriched.Missed > 0 {
+		t.Errorf("seed %d: enrich: %d false-certain and %d missed answers of %d (rerun: %s), e.g.:\n%s",
+			r.seed, enriched.FalseCertain, enriched.Missed, enriched.Answers, rerun, strings.Join(enriched.Wrong, "\n"))
+	}
 	r.teardown(t.Context())
 	t.Logf("seed %d done in %v", seed, time.Since(started).Round(time.Second))
+}
+
+// enrich asks kubectl ptp enrich, in each of its input formats and with
+// --skew 0, about flow records over windows drawn at the uniform
+// questions' times (to the nanosecond in JSON, the millisecond in CSV,
+// whole seconds in aws-vpc records), 0 to 3 s long, so that they straddle
+// changes, bands and coverage gaps; each record's second address is
+// another question's. Every answer is judged against the truth over its
+// window (Truth.JudgeEnrich).
+func (r *truthRun) enrich(qs []framework.TruthQuery) framework.EnrichCounts {
+	t := r.t
+	rng := rand.New(rand.NewPCG(r.seed, 7))
+	var uniform []framework.TruthQuery
+	for _, q := range qs {
+		if q.Kind == "" && !q.Live {
+			uniform = append(uniform, q)
+		}
+	}
+	lengths := []time.Duration{0, time.Millisecond, 37 * time.Millisecond, 400 * time.Millisecond, 1500 * time.Millisecond, 3 * time.Second}
+	flows := make([]framework.TruthFlow, len(uniform))
+	for i, q := range uniform {
+		from := q.At.Add(time.Duration(rng.Int64N(int64(time.Millisecond))))
+		flows[i] = framework.TruthFlow{From: from, To: from.Add(lengths[rng.IntN(len(lengths))]),
+			Src: q.Address, Dst: uniform[rng.IntN(len(uniform))].Address}
+	}
+	started := time.Now()
+	answers, err := r.sim.EnrichAll(t.Context(), r.c.Kubeconfig, t.TempDir(), flows)
+	if err != nil {
+		t.Errorf("enrich: %v", err)
+		return framework.EnrichCounts{}
+	}
+	c := r.truth.JudgeEnrichAll(answers)
+	t.Logf("enrich: %d records in %v: %s", len(flows), time.Since(started).Round(100*time.Millisecond), c)
+	return c
 }
 
 // check fails the run on a wrong answer, on too many uncertain ones, and

@@ -107,6 +107,7 @@ func (o *options) enrich(cmd *cobra.Command, args []string, f *enrichFlags) erro
 	if err := f.complete(); err != nil {
 		return err
 	}
+	f.opts.Output = o.output // jsonl, csv or the input's own shape (checked above)
 	ix, err := o.loadIndex(cmd, f)
 	if err != nil {
 		return err

@@ -161,3 +161,22 @@ func TestEnrichHistoryFileNamesTheBadItem(t *testing.T) {
 		}
 	}
 }
+
+// TestEnrichOutputFormats checks -o jsonl and -o csv: each record
+// converted, an aws-vpc header line not passed through.
+func TestEnrichOutputFormats(t *testing.T) {
+	hist := writeFile(t, "history.json", savedHistory)
+	flows := writeFile(t, "flows.log", fmt.Sprintf("srcaddr dstaddr start end\n10.244.1.7 192.168.0.1 %d %d\n", unixAt("14:05:00"), unixAt("14:05:10")))
+	out, errOut, code := runPtp(t, nil, testNow, "enrich", "--history-file", hist, "-o", "jsonl", flows)
+	want := fmt.Sprintf(`{"srcaddr":"10.244.1.7","dstaddr":"192.168.0.1","start":"%d","end":"%d","podtoip":{"dstaddr":{"current":"node/n1","match":"current"},"srcaddr":{"namespace":"shop","pod":"web","podUID":"u-web","node":"n1","match":"certain"}}}`+"\n",
+		unixAt("14:05:00"), unixAt("14:05:10"))
+	if code != 0 || out != want {
+		t.Errorf("-o jsonl: exit %d\n%s\nwant\n%s\n%s", code, out, want, errOut)
+	}
+	out, errOut, code = runPtp(t, nil, testNow, "enrich", "--history-file", hist, "-o", "csv", flows)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "srcaddr,dstaddr,start,end,srcaddr-namespace,") ||
+		!strings.HasSuffix(lines[1], ",shop,web,u-web,n1,certain,-,node/n1,-,-,current") {
+		t.Errorf("-o csv: exit %d\n%s\n%s", code, out, errOut)
+	}
+}

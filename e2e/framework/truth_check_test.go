@@ -241,3 +241,40 @@ func TestWatchExpiry(t *testing.T) {
 		t.Errorf("with the expiry off: %d", resp.StatusCode)
 	}
 }
+
+// TestTruthJudgeEnrich checks the judging of enrich's answers over
+// windows: a pod named certain must have held the address at an instant
+// of the window (or may have, in a band); "none" is wrong if a pod surely
+// held it at one; a covered answer misses a pod that surely held it.
+func TestTruthJudgeEnrich(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	band := func(lo, hi float64) Band { return Band{Lo: at(lo), Hi: at(hi)} }
+	addr := "10.250.1.3"
+	// a: started in (0, 0.3], gone in (20, 20.4]; b: started in (20.1, 20.5].
+	a := &TruthHold{Address: addr, Pod: "a", UID: "uid-a", From: at(0.3), To: at(20.4), Ended: "deleted", FromBand: band(0, 0.3), ToBand: band(20, 20.4)}
+	b := &TruthHold{Address: addr, Pod: "b", UID: "uid-b", From: at(20.5), FromBand: band(20.1, 20.5)}
+	tr := truthOf(a, b)
+	for _, c := range []struct {
+		name                 string
+		from, to             float64
+		match                string
+		uids                 []types.UID
+		falseCertain, missed bool
+	}{
+		{name: "certain a inside its hold", from: 5, to: 6, match: "certain", uids: []types.UID{"uid-a"}},
+		{name: "certain a wholly after its end", from: 21, to: 22, match: "certain", uids: []types.UID{"uid-a"}, falseCertain: true, missed: true},
+		{name: "certain a over a window that ends in its end's band", from: 19, to: 20.2, match: "certain", uids: []types.UID{"uid-a"}},
+		{name: "handover a, b across both", from: 19, to: 21, match: "handover", uids: []types.UID{"uid-a", "uid-b"}},
+		{name: "certain a across the handover leaves b out", from: 19, to: 21, match: "certain", uids: []types.UID{"uid-a"}, missed: true},
+		{name: "none inside a start's band", from: 0.1, to: 0.2, match: "none"},
+		{name: "none over a window a surely held at its end", from: -1, to: 0.3, match: "none", falseCertain: true},
+		{name: "uncertain is never wrong", from: 21, to: 22, match: "uncertain", uids: []types.UID{"uid-a"}},
+		{name: "not-covered is never wrong", from: 5, to: 6, match: "not-covered"},
+	} {
+		fc, m := tr.JudgeEnrich(EnrichAnswer{Format: "jsonl", Address: addr, From: at(c.from), To: at(c.to), Match: c.match, UIDs: c.uids})
+		if (len(fc) > 0) != c.falseCertain || (len(m) > 0) != c.missed {
+			t.Errorf("%s: false-certain %v, missed %v; want %v, %v", c.name, fc, m, c.falseCertain, c.missed)
+		}
+	}
+}
