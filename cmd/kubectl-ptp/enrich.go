@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,7 +53,7 @@ A word is never more certain than who-had would be at a time of the window.
 
 Text records get five columns per address field F appended, F-namespace
 F-pod F-pod-uid F-node F-match ("-" where empty, holders joined with
-","), after a header line naming every column; JSON records get an object
+","; with --contexts, F-cluster before F-match), after a header line naming every column; JSON records get an object
 "podtoip" keyed by field. -o jsonl or -o csv converts. A record that
 cannot be read is passed through untouched, its line named on standard
 error; a summary ends the run there.
@@ -65,6 +66,7 @@ history could not vouch for some address (not-covered).`
 type enrichFlags struct {
 	opts         enrich.Options
 	historyFiles []string
+	contexts     []string
 	trails       []string
 	fields       string
 	addrs        string
@@ -99,6 +101,7 @@ func newEnrichCommand(o *options) *cobra.Command {
 	fl.StringVar(&f.addrs, "address-fields", "", "jsonl, csv: the fields to enrich, comma-separated.")
 	fl.DurationVar(&f.opts.Skew, "skew", time.Second, "Widen each record's window by this much on both sides: the flow's clock is not the controller's.")
 	fl.StringArrayVar(&f.historyFiles, "history-file", nil, "Read the history from files instead of the cluster: one saved with 'kubectl get iphc,iph -o json' (add nodes,ipaddresses to label them), or the files of 'kubectl ptp export -o parquet|jsonl' of one cluster (repeatable; a directory stands for the files in it).")
+	fl.StringSliceVar(&f.contexts, "contexts", nil, "Answer from the histories of several clusters, the kubeconfig's contexts named (comma-separated): a cluster column is added for each address field; a pod of each certain at once is a conflict. A context that cannot be read makes every answer at most uncertain, and the exit code 3.")
 	fl.StringArrayVar(&f.trails, "trail", nil, "Also read closed holds from trail lines (the controller's JSON log, msg \"PodToIp trail\"), for times older than the retention; repeatable.")
 	return cmd
 }
@@ -108,14 +111,26 @@ func (o *options) enrich(cmd *cobra.Command, args []string, f *enrichFlags) erro
 		return err
 	}
 	f.opts.Output = o.output // jsonl, csv or the input's own shape (checked above)
-	ix, err := o.loadIndex(cmd, f)
-	if err != nil {
-		return err
+	var e *enrich.Enricher
+	var missing []string
+	if len(f.contexts) > 0 {
+		cl, err := o.loadClusters(cmd, f)
+		if err != nil {
+			return err
+		}
+		e = enrich.NewEnricher(nil, f.opts, o.streams.Out, o.streams.ErrOut)
+		e.UseClusters(cl)
+		missing = cl.Missing()
+	} else {
+		ix, err := o.loadIndex(cmd, f)
+		if err != nil {
+			return err
+		}
+		e = enrich.NewEnricher(ix, f.opts, o.streams.Out, o.streams.ErrOut)
 	}
-	e := enrich.NewEnricher(ix, f.opts, o.streams.Out, o.streams.ErrOut)
 	progress := newProgress(o.streams.ErrOut)
 	e.Progress = progress.show
-	err = eachInput(args, o.streams.In, func(name string, r io.Reader) error { return e.Stream(name, r) })
+	err := eachInput(args, o.streams.In, func(name string, r io.Reader) error { return e.Stream(name, r) })
 	progress.done()
 	if ferr := e.Flush(); err == nil {
 		err = ferr
@@ -123,6 +138,9 @@ func (o *options) enrich(cmd *cobra.Command, args []string, f *enrichFlags) erro
 	fmt.Fprintln(o.streams.ErrOut, summary(e))
 	if err != nil {
 		return usageError(err)
+	}
+	if len(missing) > 0 {
+		return apiError(fmt.Errorf("the history of %s could not be read: every answer is at most uncertain (not-covered where nobody else was found)", strings.Join(missing, ", ")))
 	}
 	if n := e.Stats.ByMatch[enrich.NotCovered]; n > 0 {
 		return notCovered(fmt.Sprintf("the history could not vouch for %d address(es) (not-covered): their holders are not recorded", n))
@@ -165,6 +183,43 @@ func (o *options) loadIndex(cmd *cobra.Command, f *enrichFlags) (*enrich.Index, 
 		}
 	}
 	return b.Build(read), nil
+}
+
+// loadClusters reads the history of each context of --contexts, one
+// after another; one that cannot be read is named on standard error and
+// answers nothing (enrich.Clusters).
+func (o *options) loadClusters(cmd *cobra.Command, f *enrichFlags) (*enrich.Clusters, error) {
+	switch {
+	case len(f.historyFiles) > 0:
+		return nil, usageErrorf("give --contexts or --history-file, not both: files are of one cluster")
+	case len(f.trails) > 0:
+		return nil, usageErrorf("--trail is of one cluster: it cannot be combined with --contexts")
+	case cmd.Flag("context").Changed:
+		return nil, usageErrorf("give --contexts or --context, not both")
+	}
+	namespace := ""
+	if fl := cmd.Flag("namespace"); fl != nil && fl.Changed {
+		namespace = *o.flags.Namespace
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	ixs := make([]*enrich.Index, len(f.contexts))
+	for i, name := range f.contexts {
+		if slices.Contains(f.contexts[:i], name) {
+			return nil, usageErrorf("--contexts names %q twice", name)
+		}
+		c, err := newClient(o.flagsFor(name), namespace)
+		var b *enrich.Builder
+		var read time.Time
+		if err == nil {
+			b, read, err = c.loadCluster(cmd.Context(), func() time.Time { return c.serverNow(o.now) }, o.streams.ErrOut)
+		}
+		if err != nil {
+			fmt.Fprintf(o.streams.ErrOut, "error: context %s: %v\n", name, err)
+			continue
+		}
+		ixs[i] = b.Build(read)
+	}
+	return enrich.NewClusters(f.contexts, ixs), nil
 }
 
 // loadHistory reads the history from --history-file, or the cluster.

@@ -111,6 +111,17 @@ func (o *options) client(cmd *cobra.Command) (*client, error) {
 	return newClient(o.flags, namespace)
 }
 
+// flagsFor returns the kubeconfig flags with the context name instead of
+// --context: the same kubeconfig files, credentials and overrides.
+func (o *options) flagsFor(name string) *genericclioptions.ConfigFlags {
+	f := genericclioptions.NewConfigFlags(false)
+	f.KubeConfig, f.Context = o.flags.KubeConfig, &name
+	f.Impersonate, f.ImpersonateUID, f.ImpersonateGroup = o.flags.Impersonate, o.flags.ImpersonateUID, o.flags.ImpersonateGroup
+	f.Timeout, f.Insecure, f.TLSServerName = o.flags.Timeout, o.flags.Insecure, o.flags.TLSServerName
+	f.WrapConfigFn = o.flags.WrapConfigFn
+	return f
+}
+
 // oneAddress accepts exactly one argument, the address.
 func oneAddress(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 {

@@ -23,7 +23,7 @@ type awsFormat struct {
 	headerWritten      bool
 }
 
-func newAWSFormat(names []string) (*awsFormat, error) {
+func newAWSFormat(names []string, clusters bool) (*awsFormat, error) {
 	f := &awsFormat{names: names, start: slices.Index(names, "start"), end: slices.Index(names, "end"), status: slices.Index(names, "log-status")}
 	for i, n := range names {
 		if slices.Contains(awsAddressFields, n) {
@@ -42,14 +42,18 @@ func newAWSFormat(names []string) (*awsFormat, error) {
 	var h []string
 	h = append(h, names...)
 	for _, i := range f.addrs {
-		h = append(h, enrichedColumns(names[i])...)
+		h = append(h, enrichedColumns(names[i], clusters)...)
 	}
 	f.header = []byte(strings.Join(h, " "))
 	return f, nil
 }
 
-// enrichedColumns names the columns appended for address field name.
-func enrichedColumns(name string) []string {
+// enrichedColumns names the columns appended for address field name;
+// with several clusters, one names each holder's.
+func enrichedColumns(name string, clusters bool) []string {
+	if clusters {
+		return []string{name + "-namespace", name + "-pod", name + "-pod-uid", name + "-node", name + "-cluster", name + "-match"}
+	}
 	return []string{name + "-namespace", name + "-pod", name + "-pod-uid", name + "-node", name + "-match"}
 }
 
@@ -77,7 +81,7 @@ func (e *Enricher) aws(in *lines) error {
 	if names == nil {
 		names = defaultAWSFields
 	}
-	f, err := newAWSFormat(names)
+	f, err := newAWSFormat(names, e.cl != nil)
 	if err != nil {
 		return err
 	}
@@ -91,7 +95,7 @@ func (e *Enricher) aws(in *lines) error {
 			return err
 		}
 		if isHeaderLine(line) {
-			if f, err = newAWSFormat(strings.Fields(string(line))); err != nil {
+			if f, err = newAWSFormat(strings.Fields(string(line)), e.cl != nil); err != nil {
 				return fmt.Errorf("%s:%d: %w", in.name, in.n, err)
 			}
 			continue

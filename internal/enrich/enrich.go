@@ -49,7 +49,10 @@ const maxWarnings = 100
 
 // Enricher streams records through an Index.
 type Enricher struct {
-	ix    *Index
+	ix *Index
+	// cl, when set, answers instead of ix, from several clusters; the
+	// columns then name each holder's cluster.
+	cl    *Clusters
 	opts  Options
 	out   *bufio.Writer
 	warn  io.Writer
@@ -74,6 +77,10 @@ func NewEnricher(ix *Index, opts Options, out, warn io.Writer) *Enricher {
 	return &Enricher{ix: ix, opts: opts, out: bufio.NewWriterSize(out, 256<<10), warn: warn,
 		workers: runtime.GOMAXPROCS(0), block: 128 << 10}
 }
+
+// UseClusters makes e answer from several clusters' histories, with a
+// cluster column for each address field.
+func (e *Enricher) UseClusters(c *Clusters) { e.cl, e.ix = c, nil }
 
 // Flush writes what is buffered.
 func (e *Enricher) Flush() error { return e.out.Flush() }
@@ -183,6 +190,10 @@ func (e *Enricher) answers(n int) []Answer {
 func (e *Enricher) lookup(address []byte, from, to int64, a *Answer) {
 	if len(address) == 0 || len(address) == 1 && address[0] == '-' {
 		a.Match, a.Holders, a.Current = Skipped, a.Holders[:0], ""
+		return
+	}
+	if e.cl != nil {
+		e.cl.Lookup(address, from, to, e.opts.Skew.Nanoseconds(), a)
 		return
 	}
 	e.ix.Lookup(address, from, to, e.opts.Skew.Nanoseconds(), a)

@@ -55,6 +55,8 @@ type Answer struct {
 	Holders []uint32
 	// Current is the label of Current: node/NAME or service/NS/NAME.
 	Current string
+	// cluster is the cluster of Current's label (Clusters).
+	cluster int
 
 	found []found
 }

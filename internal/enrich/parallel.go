@@ -69,6 +69,9 @@ func (e *Enricher) awsParallel(in *lines, f *awsFormat) error {
 	for range e.workers {
 		wg.Go(func() {
 			w := &Enricher{ix: e.ix, opts: e.opts, out: bufio.NewWriterSize(nil, 64<<10)}
+			if e.cl != nil {
+				w.cl = e.cl.clone()
+			}
 			for j := range jobs {
 				w.enrichJob(in.name, j)
 				close(j.done)
@@ -148,7 +151,7 @@ func (e *Enricher) split(in *lines, f *awsFormat, blk *block, whole int, send fu
 		in.n++
 		line := bytes.TrimSuffix(bytes.TrimSuffix(block[i:next], []byte{'\n'}), []byte{'\r'})
 		if isHeaderLine(line) {
-			nf, err := newAWSFormat(strings.Fields(string(line)))
+			nf, err := newAWSFormat(strings.Fields(string(line)), e.cl != nil)
 			if err != nil {
 				flush(i)
 				return nil, fmt.Errorf("%s:%d: %w", in.name, in.n, err)

@@ -10,6 +10,13 @@ import (
 
 // writeColumns appends an answer's five columns, each after sep.
 func (e *Enricher) writeColumns(sep byte, a *Answer) {
+	if e.cl != nil {
+		for _, c := range e.columns(a) {
+			e.out.WriteByte(sep)
+			e.out.WriteString(c)
+		}
+		return
+	}
 	if sep == ' ' && len(a.Holders) == 1 {
 		e.out.WriteByte(' ')
 		e.out.Write(e.ix.podText(a.Holders[0]))
@@ -41,18 +48,47 @@ func (e *Enricher) column(a *Answer, col int) string {
 	case len(a.Holders) == 0:
 		return "-"
 	case len(a.Holders) == 1:
-		return e.ix.column(a.Holders[0], col)
+		return e.holderColumn(a.Holders[0], col)
 	}
 	parts := make([]string, len(a.Holders))
 	for i, id := range a.Holders {
-		parts[i] = e.ix.column(id, col)
+		parts[i] = e.holderColumn(id, col)
 	}
 	return strings.Join(parts, ",")
 }
 
-// columns are an answer's five columns as strings.
+// holderColumn is column col of holder id: namespace, pod, pod UID,
+// node, or (several clusters) cluster.
+func (e *Enricher) holderColumn(id uint32, col int) string {
+	if e.cl == nil {
+		return e.ix.column(id, col)
+	}
+	ix, local, cluster := e.cl.pod(id)
+	if col == 4 {
+		return cluster
+	}
+	return ix.column(local, col)
+}
+
+// columns are an answer's five columns as strings, six with a cluster's.
 func (e *Enricher) columns(a *Answer) []string {
+	if e.cl != nil {
+		cluster := e.column(a, 4)
+		if len(a.Holders) == 0 && a.Current != "" {
+			cluster = e.cl.names[a.cluster]
+		}
+		return []string{e.column(a, 0), e.column(a, 1), e.column(a, 2), e.column(a, 3), cluster, a.Match.String()}
+	}
 	return []string{e.column(a, 0), e.column(a, 1), e.column(a, 2), e.column(a, 3), a.Match.String()}
+}
+
+// holder returns pod id, and its cluster with several.
+func (e *Enricher) holder(id uint32) (Pod, string) {
+	if e.cl == nil {
+		return e.ix.Pod(id), ""
+	}
+	ix, local, cluster := e.cl.pod(id)
+	return ix.Pod(local), cluster
 }
 
 // jsonHolder and jsonAnswer are an answer in a JSON record's podtoip
@@ -63,6 +99,7 @@ type jsonHolder struct {
 	Pod       string `json:"pod"`
 	PodUID    string `json:"podUID"`
 	Node      string `json:"node,omitempty"`
+	Cluster   string `json:"cluster,omitempty"`
 }
 
 type jsonAnswer struct {
@@ -70,6 +107,7 @@ type jsonAnswer struct {
 	Pod       string       `json:"pod,omitempty"`
 	PodUID    string       `json:"podUID,omitempty"`
 	Node      string       `json:"node,omitempty"`
+	Cluster   string       `json:"cluster,omitempty"`
 	Holders   []jsonHolder `json:"holders,omitempty"`
 	// Current is node/NAME or service/NS/NAME: the address's holder now,
 	// not at the record's time.
@@ -87,13 +125,16 @@ func (e *Enricher) podtoip(addrNames []string, answers []Answer) []byte {
 			continue
 		}
 		ja := jsonAnswer{Current: a.Current, Match: a.Match.String()}
+		if e.cl != nil && a.Current != "" {
+			ja.Cluster = e.cl.names[a.cluster]
+		}
 		for _, id := range a.Holders {
-			p := e.ix.Pod(id)
-			ja.Holders = append(ja.Holders, jsonHolder{Namespace: p.Namespace, Pod: p.Name, PodUID: string(p.UID), Node: p.Node})
+			p, cluster := e.holder(id)
+			ja.Holders = append(ja.Holders, jsonHolder{Namespace: p.Namespace, Pod: p.Name, PodUID: string(p.UID), Node: p.Node, Cluster: cluster})
 		}
 		if len(ja.Holders) == 1 {
 			h := ja.Holders[0]
-			ja.Namespace, ja.Pod, ja.PodUID, ja.Node, ja.Holders = h.Namespace, h.Pod, h.PodUID, h.Node, nil
+			ja.Namespace, ja.Pod, ja.PodUID, ja.Node, ja.Cluster, ja.Holders = h.Namespace, h.Pod, h.PodUID, h.Node, h.Cluster, nil
 		}
 		obj[addrNames[i]] = ja
 	}
@@ -139,7 +180,7 @@ func (e *Enricher) writeTable(names, values, addrNames []string, answers []Answe
 		e.csvNames = slices.Clone(names)
 		header := slices.Clone(names)
 		for _, a := range addrNames {
-			header = append(header, enrichedColumns(a)...)
+			header = append(header, enrichedColumns(a, e.cl != nil)...)
 		}
 		w.Write(header)
 	}
