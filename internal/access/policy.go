@@ -13,7 +13,8 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
 	"k8s.io/client-go/tools/cache"
@@ -46,8 +47,11 @@ const PolicyLabel = "podtoip.example.com/policy"
 // watches have synced, or when it may not read them, it counts the
 // policies as not in force, since that proves nothing.
 type Policy struct {
-	factory  informers.SharedInformerFactory
-	policies admissionlisters.ValidatingAdmissionPolicyLister
+	// informers are the two watches (policies, bindings): built one by
+	// one, as client-go's informer factory would link an informer for
+	// every API group into the binary.
+	informers []cache.SharedIndexInformer
+	policies  admissionlisters.ValidatingAdmissionPolicyLister
 	bindings admissionlisters.ValidatingAdmissionPolicyBindingLister
 	synced   []cache.InformerSynced
 	bound    atomic.Bool
@@ -76,12 +80,31 @@ const policySyncWait = 10 * time.Second
 func NewPolicy(kube kubernetes.Interface, exempt string) *Policy {
 	p := &Policy{was: "unchecked", logger: klog.Background(), exempt: exempt}
 	p.shipped, p.shippedErr = ShippedPolicies()
-	p.factory = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = PolicyLabel
-	}))
-	api := p.factory.Admissionregistration().V1()
-	p.policies, p.bindings = api.ValidatingAdmissionPolicies().Lister(), api.ValidatingAdmissionPolicyBindings().Lister()
-	for _, inf := range []cache.SharedIndexInformer{api.ValidatingAdmissionPolicies().Informer(), api.ValidatingAdmissionPolicyBindings().Informer()} {
+	pc, bc := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies(), kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	policies := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = PolicyLabel
+			return pc.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = PolicyLabel
+			return pc.Watch(ctx, o)
+		},
+	}, kube), &admissionv1.ValidatingAdmissionPolicy{}, 0, cache.Indexers{})
+	bindings := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = PolicyLabel
+			return bc.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = PolicyLabel
+			return bc.Watch(ctx, o)
+		},
+	}, kube), &admissionv1.ValidatingAdmissionPolicyBinding{}, 0, cache.Indexers{})
+	p.policies = admissionlisters.NewValidatingAdmissionPolicyLister(policies.GetIndexer())
+	p.bindings = admissionlisters.NewValidatingAdmissionPolicyBindingLister(bindings.GetIndexer())
+	p.informers = []cache.SharedIndexInformer{policies, bindings}
+	for _, inf := range p.informers {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(any) { p.check() }, UpdateFunc: func(any, any) { p.check() }, DeleteFunc: func(any) { p.check() },
 		})
@@ -99,7 +122,9 @@ func (p *Policy) Start(ctx context.Context) {
 	p.mu.Lock()
 	p.logger = klog.FromContext(ctx)
 	p.mu.Unlock()
-	p.factory.Start(ctx.Done())
+	for _, inf := range p.informers {
+		go inf.RunWithContext(ctx)
+	}
 	syncCtx, cancel := context.WithTimeout(ctx, policySyncWait)
 	defer cancel()
 	cache.WaitForCacheSync(syncCtx.Done(), p.synced...)
