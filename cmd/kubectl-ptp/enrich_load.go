@@ -156,6 +156,8 @@ func loadFiles(paths []string, namespace string, notes io.Writer) (*enrich.Build
 				return nil, time.Time{}, usageErrorf("--history-file: %w", err)
 			case len(head) == 0:
 				continue // an export's table without rows
+			case len(names) > 1 && export.IsState(head):
+				continue // the state of the runs that wrote the directory
 			case bytes.HasPrefix(head, []byte("cluster,")):
 				return nil, time.Time{}, usageErrorf("--history-file %s: a CSV export cannot be read back (its types are not in it): export with -o parquet or -o jsonl", name)
 			}

@@ -85,7 +85,7 @@ func (o *options) export(ctx context.Context, cmd *cobra.Command, e *exportOptio
 	if err != nil {
 		return err
 	}
-	cov, err := c.exportCoverage(ctx)
+	cov, why, err := c.exportCoverage(ctx)
 	if err != nil {
 		return err
 	}
@@ -111,8 +111,11 @@ func (o *options) export(ctx context.Context, cmd *cobra.Command, e *exportOptio
 		}
 		w.After = &t
 	}
+	if w.After == nil && cov == nil {
+		fmt.Fprintf(o.streams.ErrOut, "note: the history vouches for no time (%s): the export has no coverage rows, so a join can never answer \"nobody\"\n", why)
+	}
 	if w.After != nil && cov == nil {
-		return notCovered("the history vouches for no time yet (no IPHistoryCoverage of this scope): there is nothing an incremental export can write exactly once; try again once the controller leads with the history on")
+		return notCovered("the history vouches for no time (" + why + "): there is nothing an incremental export can write exactly once")
 	}
 	if w.After != nil && !w.Until.After(*w.After) {
 		fmt.Fprintf(o.streams.ErrOut, "note: the history vouches up to %s, not past %s: nothing to write yet\n", w.Until.Format(export.TimeLayout), w.After.Format(export.TimeLayout))
@@ -191,18 +194,18 @@ func (c *client) writeExport(ctx context.Context, out *export.Writer, cluster st
 
 // exportCoverage returns the coverage the export is bounded by: with -n,
 // the one of a controller limited to that namespace, else the one of all
-// namespaces; nil when there is none.
-func (c *client) exportCoverage(ctx context.Context) (*history.IPHistoryCoverage, error) {
+// namespaces; nil when there is none, and why (missing, or forbidden).
+func (c *client) exportCoverage(ctx context.Context) (*history.IPHistoryCoverage, string, error) {
 	reads, err := c.coverages(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	for _, r := range slices.Backward(reads) { // the namespace's is last
 		if r.obj != nil {
-			return r.obj, nil
+			return r.obj, "", nil
 		}
 	}
-	return nil, nil
+	return nil, noCoverage(reads), nil
 }
 
 // clusterName is --cluster-name, or the name of the cluster of the

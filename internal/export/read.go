@@ -32,6 +32,10 @@ func IsExport(head []byte) bool {
 	return bytes.HasPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte(`{"table":`))
 }
 
+// IsState reports whether the file that begins with head is the state of
+// an incremental export (--state), which an archive's directory may hold.
+func IsState(head []byte) bool { return bytes.HasPrefix(head, []byte(`{"version":`)) }
+
 // Read reads the rows of an exported file, Parquet or JSON lines (gzip
 // read transparently), into rows. A file that is not an export, is cut
 // short, or was written by a newer version of the schema is an error
