@@ -18,6 +18,9 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /podtoip-controller .
+# The kubectl plugin, for `kubectl ptp export` run in the cluster as a
+# CronJob (artifacts/export); the entrypoint stays the controller.
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /kubectl-ptp ./cmd/kubectl-ptp
 
 FROM gcr.io/distroless/static:nonroot
 ARG VERSION=dev
@@ -25,5 +28,6 @@ LABEL org.opencontainers.image.title="podtoip-controller" \
       org.opencontainers.image.source="example.com/podtoip-controller" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /podtoip-controller /podtoip-controller
+COPY --from=build /kubectl-ptp /kubectl-ptp
 USER 65532:65532
 ENTRYPOINT ["/podtoip-controller"]

@@ -2,7 +2,9 @@
 # LDFLAGS and VERSION.
 #
 # `make image` needs no Docker engine: hack/image packs static builds of the
-# controller for linux/amd64 and linux/arm64 into an OCI image layout, one
+# controller and of the kubectl plugin (/kubectl-ptp, which the optional
+# export CronJob of artifacts/export runs; the entrypoint stays the
+# controller) for linux/amd64 and linux/arm64 into an OCI image layout, one
 # image index of two images each equivalent to the Dockerfile's result
 # (distroless-style /etc/passwd and /etc/group, user 65532:65532), then
 # verifies it. The layout is named IMAGE_REPO:VERSION (hack/release/release.mk),
@@ -19,11 +21,13 @@ image: ## Build the container image for linux/amd64 and linux/arm64 as an OCI la
 	@set -e; for arch in $(IMAGE_ARCHS); do \
 		echo ">> linux/$$arch"; \
 		GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_BIN)/linux_$$arch/podtoip-controller . ; \
+		GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_BIN)/linux_$$arch/kubectl-ptp ./cmd/kubectl-ptp ; \
 	done
 	cd hack/image && $(GO) run . $(foreach a,$(IMAGE_ARCHS),-binary linux/$(a)=$(CURDIR)/$(IMAGE_BIN)/linux_$(a)/podtoip-controller) \
+		$(foreach a,$(IMAGE_ARCHS),-plugin linux/$(a)=$(CURDIR)/$(IMAGE_BIN)/linux_$(a)/kubectl-ptp) \
 		-version $(VERSION) -out $(CURDIR)/$(IMAGE_OUT) -tag $(IMAGE_REPO):$(VERSION)
 	cd hack/image && $(GO) run . -verify $(CURDIR)/$(IMAGE_OUT)
 
 .PHONY: test-image
-test-image: image ## Build the image and verify both platforms' entrypoint, user, binary and architecture.
+test-image: image ## Build the image and verify both platforms' entrypoint, user, binaries (controller and kubectl-ptp) and architecture.
 	cd hack/image && $(GO) test -count=1 ./...

@@ -4,19 +4,22 @@
 // linux/arm64, so that one reference runs on nodes of either architecture.
 //
 // The image is equivalent to the one the repository's Dockerfile produces: a
-// single layer holding the static binary at /podtoip-controller, /etc/passwd
-// and /etc/group with the distroless "nonroot" user (65532), the nonroot home
-// directory and a world-writable /tmp; it runs as 65532:65532.
+// single layer holding the static controller at /podtoip-controller (the
+// entrypoint), the static kubectl plugin at /kubectl-ptp (for `kubectl ptp
+// export` run in the cluster, artifacts/export), /etc/passwd and /etc/group
+// with the distroless "nonroot" user (65532), the nonroot home directory and
+// a world-writable /tmp; it runs as 65532:65532.
 //
 // Build:
 //
-//	go run . -binary linux/amd64=PATH -binary linux/arm64=PATH -version V -out DIR [-tag NAME:TAG]
+//	go run . -binary linux/amd64=PATH -binary linux/arm64=PATH \
+//	  -plugin linux/amd64=PATH -plugin linux/arm64=PATH -version V -out DIR [-tag NAME:TAG]
 //
 // Verify:
 //
 //	go run . -verify DIR
 //
-// The binary must be static (built with CGO_ENABLED=0): the image has no
+// Both binaries must be static (built with CGO_ENABLED=0): the image has no
 // dynamic loader or libc.
 package main
 
@@ -51,9 +54,14 @@ import (
 
 const (
 	imageTitle = "podtoip-controller"
-	// binaryName is the binary's path in the image, relative to /.
+	// binaryName is the controller's path in the image, relative to /.
 	binaryName = "podtoip-controller"
 	entrypoint = "/" + binaryName
+	// pluginName is the kubectl plugin's path in the image, relative to /:
+	// a CronJob runs it as its command (artifacts/export), the entrypoint
+	// stays the controller.
+	pluginName = "kubectl-ptp"
+	pluginPath = "/" + pluginName
 
 	// The distroless "nonroot" user and group.
 	nonrootID = 65532
@@ -67,9 +75,11 @@ const (
 	sourceLabel       = "org.opencontainers.image.source"
 	versionLabel      = "org.opencontainers.image.version"
 
-	// versionPrefix starts the binary's --version output.
-	versionPrefix = "podtoip-controller "
-	runTimeout    = 30 * time.Second
+	// versionPrefix starts the controller's --version output,
+	// pluginVersionPrefix the plugin's version output.
+	versionPrefix       = "podtoip-controller "
+	pluginVersionPrefix = "kubectl-ptp "
+	runTimeout          = 30 * time.Second
 )
 
 // imageArchs are the architectures the image index holds an image for, in
@@ -78,7 +88,8 @@ var imageArchs = []string{"amd64", "arm64"}
 
 var elfMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
-// binariesFlag collects -binary OS/ARCH=PATH, one per architecture.
+// binariesFlag collects -binary (or -plugin) OS/ARCH=PATH, one per
+// architecture.
 type binariesFlag map[string]string
 
 func (b binariesFlag) String() string { return fmt.Sprint(map[string]string(b)) }
@@ -104,8 +115,9 @@ const (
 )
 
 func main() {
-	binaries := binariesFlag{}
+	binaries, plugins := binariesFlag{}, binariesFlag{}
 	flag.Var(binaries, "binary", "OS/ARCH=PATH: the static podtoip-controller binary for that platform (one for each of linux/amd64 and linux/arm64, required to build).")
+	flag.Var(plugins, "plugin", "OS/ARCH=PATH: the static kubectl-ptp binary for that platform (one for each of linux/amd64 and linux/arm64, required to build).")
 	var (
 		version   = flag.String("version", "dev", "Image version, recorded in the org.opencontainers.image.version label.")
 		source    = flag.String("source", "example.com/podtoip-controller", "Value of the org.opencontainers.image.source label.")
@@ -114,7 +126,7 @@ func main() {
 		verifyDir = flag.String("verify", "", "Verify the OCI image layout in this directory instead of building one.")
 	)
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage:\n  %[1]s -binary linux/amd64=PATH -binary linux/arm64=PATH -version V -out DIR [-tag NAME:TAG] [-source S]\n  %[1]s -verify DIR\n\nFlags:\n", filepath.Base(os.Args[0]))
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage:\n  %[1]s -binary linux/amd64=PATH -binary linux/arm64=PATH -plugin linux/amd64=PATH -plugin linux/arm64=PATH -version V -out DIR [-tag NAME:TAG] [-source S]\n  %[1]s -verify DIR\n\nFlags:\n", filepath.Base(os.Args[0]))
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -123,8 +135,8 @@ func main() {
 	}
 
 	if *verifyDir != "" {
-		if len(binaries) > 0 || *out != "" {
-			usageError("-verify cannot be combined with -binary or -out")
+		if len(binaries) > 0 || len(plugins) > 0 || *out != "" {
+			usageError("-verify cannot be combined with -binary, -plugin or -out")
 		}
 		if err := verify(os.Stdout, *verifyDir); err != nil {
 			fail("verify %s: %v", *verifyDir, err)
@@ -132,8 +144,8 @@ func main() {
 		return
 	}
 
-	if len(binaries) != len(imageArchs) || *out == "" {
-		usageError("-binary for each of %v and -out are required (or use -verify DIR)", imageArchs)
+	if len(binaries) != len(imageArchs) || len(plugins) != len(imageArchs) || *out == "" {
+		usageError("-binary and -plugin for each of %v, and -out, are required (or use -verify DIR)", imageArchs)
 	}
 	if *version == "" {
 		usageError("-version must not be empty")
@@ -141,7 +153,7 @@ func main() {
 	if _, err := name.NewTag(*tag); err != nil {
 		usageError("-tag %q: %v", *tag, err)
 	}
-	if err := build(os.Stdout, binaries, *version, *source, *out, *tag); err != nil {
+	if err := build(os.Stdout, binaries, plugins, *version, *source, *out, *tag); err != nil {
 		fail("build image: %v", err)
 	}
 }
@@ -178,15 +190,17 @@ const (
 		"nonroot:x:65532:\n"
 )
 
-// layerFiles returns the image's files in the order they appear in the layer.
-// It is also the list verify expects, exactly.
-func layerFiles(binary []byte) []file {
+// layerFiles returns the image's files in the order they appear in the layer:
+// binary is the controller's, plugin the kubectl plugin's. It is also the
+// list verify expects, exactly.
+func layerFiles(binary, plugin []byte) []file {
 	return []file{
 		{name: "etc/", typeflag: tar.TypeDir, mode: 0o755},
 		{name: "etc/group", typeflag: tar.TypeReg, mode: 0o644, body: []byte(group)},
 		{name: "etc/passwd", typeflag: tar.TypeReg, mode: 0o644, body: []byte(passwd)},
 		{name: "home/", typeflag: tar.TypeDir, mode: 0o755},
 		{name: "home/nonroot/", typeflag: tar.TypeDir, mode: 0o700, uid: nonrootID, gid: nonrootID},
+		{name: pluginName, typeflag: tar.TypeReg, mode: 0o755, body: plugin},
 		{name: binaryName, typeflag: tar.TypeReg, mode: 0o755, body: binary},
 		{name: "tmp/", typeflag: tar.TypeDir, mode: 0o1777},
 	}
@@ -239,9 +253,10 @@ func imageConfig(version, source string) v1.Config {
 	}
 }
 
-// buildImage assembles the OCI image for arch from the binary's contents.
-func buildImage(binary []byte, version, source, arch string) (v1.Image, error) {
-	tarBytes, err := layerTar(layerFiles(binary))
+// buildImage assembles the OCI image for arch from the contents of the
+// controller's binary and the plugin's.
+func buildImage(binary, plugin []byte, version, source, arch string) (v1.Image, error) {
+	tarBytes, err := layerTar(layerFiles(binary, plugin))
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +274,7 @@ func buildImage(binary []byte, version, source, arch string) (v1.Image, error) {
 		MediaType: types.OCILayer,
 		History: v1.History{
 			Created:   v1.Time{Time: epoch},
-			CreatedBy: "hack/image: COPY podtoip-controller, /etc/passwd, /etc/group, /home/nonroot, /tmp",
+			CreatedBy: "hack/image: COPY podtoip-controller, kubectl-ptp, /etc/passwd, /etc/group, /home/nonroot, /tmp",
 		},
 	})
 	if err != nil {
@@ -282,20 +297,21 @@ func buildImage(binary []byte, version, source, arch string) (v1.Image, error) {
 	return img, nil
 }
 
-// build reads the binaries, checks that each is static and for its
-// architecture, and writes the image index of their images to the OCI
-// layout at out, replacing a previous layout there.
-func build(w io.Writer, binaries map[string]string, version, source, out, tag string) error {
+// build reads the controller's binaries and the plugin's, checks that each
+// is static and for its architecture, and writes the image index of their
+// images to the OCI layout at out, replacing a previous layout there.
+func build(w io.Writer, binaries, plugins map[string]string, version, source, out, tag string) error {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, arch := range imageArchs {
-		binary, err := os.ReadFile(binaries[arch])
+		binary, err := readStatic(binaries[arch], arch)
 		if err != nil {
 			return err
 		}
-		if err := checkStaticELF(binary, arch); err != nil {
-			return fmt.Errorf("%s: %w (build it with CGO_ENABLED=0 GOOS=%s GOARCH=%s)", binaries[arch], err, imageOS, arch)
+		plugin, err := readStatic(plugins[arch], arch)
+		if err != nil {
+			return err
 		}
-		img, err := buildImage(binary, version, source, arch)
+		img, err := buildImage(binary, plugin, version, source, arch)
 		if err != nil {
 			return err
 		}
@@ -320,6 +336,19 @@ func build(w io.Writer, binaries map[string]string, version, source, out, tag st
 	}
 	fmt.Fprintf(w, "wrote %s to %s\n  index digest: %s (%s/%s)\n", tag, out, digest, imageOS, strings.Join(imageArchs, ", "+imageOS+"/"))
 	return nil
+}
+
+// readStatic reads the binary at path and checks that it is static and for
+// arch.
+func readStatic(path, arch string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkStaticELF(b, arch); err != nil {
+		return nil, fmt.Errorf("%s: %w (build it with CGO_ENABLED=0 GOOS=%s GOARCH=%s)", path, err, imageOS, arch)
+	}
+	return b, nil
 }
 
 // prepareOut makes sure out can receive a fresh layout: it must not exist,
@@ -365,9 +394,10 @@ func humanSize(n int64) string {
 
 // verify checks the OCI layout in dir: one image index, with one image for
 // each of linux/amd64 and linux/arm64, each running the static binary for
-// its architecture at /podtoip-controller as 65532:65532, with exactly the
-// expected files; then runs the binary of this machine's architecture with
-// --version.
+// its architecture at /podtoip-controller as 65532:65532, with the static
+// plugin for its architecture at /kubectl-ptp and exactly the expected
+// files; then runs the binaries of this machine's architecture: the
+// controller with --version, the plugin with version.
 func verify(w io.Writer, dir string) error {
 	idx, desc, err := readLayout(dir)
 	if err != nil {
@@ -417,9 +447,10 @@ func verify(w io.Writer, dir string) error {
 		version = got.version
 		fmt.Fprintf(w, "  %s/%s: %s, %s, user %s (non-root), entrypoint %q, static ELF for %s of %s%s\n",
 			imageOS, arch, m.Digest, humanSize(got.size), got.user, got.entrypoint, got.machine, humanSize(got.binarySize), got.ran)
+		fmt.Fprintf(w, "    %s: static ELF for %s of %s%s\n", pluginPath, got.machine, humanSize(got.pluginSize), got.pluginRan)
 	}
 	var names []string
-	for _, f := range layerFiles(nil) {
+	for _, f := range layerFiles(nil, nil) {
 		names = append(names, "/"+f.name)
 	}
 	fmt.Fprintf(w, "  files:      %s\n", strings.Join(names, " "))
@@ -429,14 +460,14 @@ func verify(w io.Writer, dir string) error {
 
 // checkedImage is what verifyImage found in one image.
 type checkedImage struct {
-	version, user, ran string
-	entrypoint         []string
-	machine            elf.Machine
-	size, binarySize   int64
+	version, user, ran, pluginRan string
+	entrypoint                    []string
+	machine                       elf.Machine
+	size, binarySize, pluginSize  int64
 }
 
 // verifyImage checks one image of the index: its blobs, configuration,
-// files and binary, all for arch; it runs the binary when arch is this
+// files and binaries, all for arch; it runs the binaries when arch is this
 // machine's.
 func verifyImage(img v1.Image, arch string) (checkedImage, error) {
 	if err := validate.Image(img); err != nil {
@@ -449,12 +480,15 @@ func verifyImage(img v1.Image, arch string) (checkedImage, error) {
 	if err := checkConfig(cf, arch); err != nil {
 		return checkedImage{}, err
 	}
-	binary, err := checkFiles(img)
+	binary, plugin, err := checkFiles(img)
 	if err != nil {
 		return checkedImage{}, err
 	}
 	if err := checkStaticELF(binary, arch); err != nil {
 		return checkedImage{}, fmt.Errorf("%s: %w", entrypoint, err)
+	}
+	if err := checkStaticELF(plugin, arch); err != nil {
+		return checkedImage{}, fmt.Errorf("%s: %w", pluginPath, err)
 	}
 	size, err := imageSize(img)
 	if err != nil {
@@ -462,11 +496,11 @@ func verifyImage(img v1.Image, arch string) (checkedImage, error) {
 	}
 	c := checkedImage{
 		version: cf.Config.Labels[versionLabel], user: cf.Config.User, entrypoint: cf.Config.Entrypoint,
-		machine: elfMachines[arch], size: size, binarySize: int64(len(binary)),
-		ran: ", not run (not this machine's architecture)",
+		machine: elfMachines[arch], size: size, binarySize: int64(len(binary)), pluginSize: int64(len(plugin)),
+		ran: ", not run (not this machine's architecture)", pluginRan: ", not run (not this machine's architecture)",
 	}
 	if runtime.GOOS == imageOS && runtime.GOARCH == arch {
-		got, err := runVersion(binary)
+		got, err := runVersion(binary, binaryName, "--version", versionPrefix)
 		if err != nil {
 			return checkedImage{}, err
 		}
@@ -474,6 +508,16 @@ func verifyImage(img v1.Image, arch string) (checkedImage, error) {
 			return checkedImage{}, fmt.Errorf("%s --version printed %q, but the image's %s label says %q", entrypoint, got, versionLabel, c.version)
 		}
 		c.ran = ", --version: " + got
+		// The plugin of another build would read the history of another
+		// version of the controller.
+		got, err = runVersion(plugin, pluginName, "version", pluginVersionPrefix)
+		if err != nil {
+			return checkedImage{}, err
+		}
+		if want := pluginVersionPrefix + c.version; got != want {
+			return checkedImage{}, fmt.Errorf("%s version printed %q, but the image's %s label says %q: build the plugin with the controller, from the same commit", pluginPath, got, versionLabel, c.version)
+		}
+		c.pluginRan = ", version: " + got
 	}
 	return c, nil
 }
@@ -533,11 +577,11 @@ func checkConfig(cf *v1.ConfigFile, arch string) error {
 }
 
 // checkFiles checks that the image's file system holds exactly the expected
-// files, with their types, modes, owners and (except for the binary)
-// contents, and returns the binary.
-func checkFiles(img v1.Image) ([]byte, error) {
+// files, with their types, modes, owners and (except for the binaries)
+// contents, and returns the controller's binary and the plugin's.
+func checkFiles(img v1.Image) (binary, plugin []byte, err error) {
 	want := map[string]file{}
-	for _, f := range layerFiles(nil) {
+	for _, f := range layerFiles(nil, nil) {
 		want[strings.TrimSuffix(f.name, "/")] = f
 	}
 
@@ -545,7 +589,6 @@ func checkFiles(img v1.Image) ([]byte, error) {
 	defer rc.Close()
 	tr := tar.NewReader(rc)
 	seen := map[string]bool{}
-	var binary []byte
 	var errs []error
 	for {
 		hdr, err := tr.Next()
@@ -553,7 +596,7 @@ func checkFiles(img v1.Image) ([]byte, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read image file system: %w", err)
+			return nil, nil, fmt.Errorf("read image file system: %w", err)
 		}
 		p := strings.TrimSuffix(strings.TrimPrefix(filepath.ToSlash(filepath.Clean("/"+hdr.Name)), "/"), "/")
 		if p == "" {
@@ -579,11 +622,14 @@ func checkFiles(img v1.Image) ([]byte, error) {
 		}
 		body, err := io.ReadAll(tr)
 		if err != nil {
-			return nil, fmt.Errorf("read /%s: %w", p, err)
+			return nil, nil, fmt.Errorf("read /%s: %w", p, err)
 		}
-		if p == binaryName {
+		switch {
+		case p == binaryName:
 			binary = body
-		} else if !bytes.Equal(body, f.body) {
+		case p == pluginName:
+			plugin = body
+		case !bytes.Equal(body, f.body):
 			errs = append(errs, fmt.Errorf("/%s has unexpected contents:\n%s", p, body))
 		}
 	}
@@ -598,9 +644,9 @@ func checkFiles(img v1.Image) ([]byte, error) {
 		errs = append(errs, fmt.Errorf("missing from the image: %s", strings.Join(missing, " ")))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return binary, nil
+	return binary, plugin, nil
 }
 
 // checkStaticELF checks that b is a 64-bit ELF executable for arch that
@@ -632,31 +678,33 @@ func checkStaticELF(b []byte, arch string) error {
 	return nil
 }
 
-// runVersion writes the binary to a temporary file, runs it with --version
-// in an empty environment and returns its trimmed output.
-func runVersion(binary []byte) (string, error) {
+// runVersion writes the binary to a temporary file named name, runs it
+// with arg (the controller's --version, the plugin's version command) in
+// an empty environment, as in the image, and returns its trimmed output,
+// which must start with prefix.
+func runVersion(binary []byte, name, arg, prefix string) (string, error) {
 	dir, err := os.MkdirTemp("", "podtoip-image-verify-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, binaryName)
+	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, binary, 0o755); err != nil {
 		return "", err
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd := exec.CommandContext(ctx, path, arg)
 	cmd.Dir = dir
 	cmd.Env = []string{imagePath}
 	outBytes, err := cmd.CombinedOutput()
 	out := strings.TrimSpace(string(outBytes))
 	if err != nil {
-		return "", fmt.Errorf("%s --version: %w\n%s", entrypoint, err, out)
+		return "", fmt.Errorf("/%s %s: %w\n%s", name, arg, err, out)
 	}
-	if !strings.HasPrefix(out, versionPrefix) {
-		return "", fmt.Errorf("%s --version printed %q, want it to start with %q", entrypoint, out, versionPrefix)
+	if !strings.HasPrefix(out, prefix) {
+		return "", fmt.Errorf("/%s %s printed %q, want it to start with %q", name, arg, out, prefix)
 	}
 	return out, nil
 }

@@ -8,18 +8,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 func TestLayerTar(t *testing.T) {
-	bin := []byte("fake binary")
-	tarBytes, err := layerTar(layerFiles(bin))
+	bin, plugin := []byte("fake binary"), []byte("fake plugin")
+	tarBytes, err := layerTar(layerFiles(bin, plugin))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +39,7 @@ func TestLayerTar(t *testing.T) {
 		"etc/passwd":         {tar.TypeReg, 0o644, 0, 0, passwd},
 		"home/":              {tar.TypeDir, 0o755, 0, 0, ""},
 		"home/nonroot/":      {tar.TypeDir, 0o700, 65532, 65532, ""},
+		"kubectl-ptp":        {tar.TypeReg, 0o755, 0, 0, "fake plugin"},
 		"podtoip-controller": {tar.TypeReg, 0o755, 0, 0, "fake binary"},
 		"tmp/":               {tar.TypeDir, 0o1777, 0, 0, ""},
 	}
@@ -94,11 +98,11 @@ func TestLayerTar(t *testing.T) {
 }
 
 func TestLayerTarReproducible(t *testing.T) {
-	a, err := layerTar(layerFiles([]byte("x")))
+	a, err := layerTar(layerFiles([]byte("x"), []byte("y")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := layerTar(layerFiles([]byte("x")))
+	b, err := layerTar(layerFiles([]byte("x"), []byte("y")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +149,8 @@ func TestImageConfig(t *testing.T) {
 // back with the checks verify uses (all but the ELF and --version checks,
 // which need a real static binary: TestBuildAndVerify has them).
 func TestBuildImageRoundTrip(t *testing.T) {
-	bin := []byte("fake binary contents")
-	img, err := buildImage(bin, "v9", "example.com/src", "arm64")
+	bin, plugin := []byte("fake binary contents"), []byte("fake plugin contents")
+	img, err := buildImage(bin, plugin, "v9", "example.com/src", "arm64")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,16 +170,16 @@ func TestBuildImageRoundTrip(t *testing.T) {
 	if cf.Config.Labels[versionLabel] != "v9" {
 		t.Errorf("version label = %q", cf.Config.Labels[versionLabel])
 	}
-	gotBin, err := checkFiles(img)
+	gotBin, gotPlugin, err := checkFiles(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(gotBin, bin) {
-		t.Errorf("binary in image = %q, want %q", gotBin, bin)
+	if !bytes.Equal(gotBin, bin) || !bytes.Equal(gotPlugin, plugin) {
+		t.Errorf("binaries in image = %q and %q, want %q and %q", gotBin, gotPlugin, bin, plugin)
 	}
 
-	// Same binary, same digest.
-	again, err := buildImage(bin, "v9", "example.com/src", "arm64")
+	// Same binaries, same digest.
+	again, err := buildImage(bin, plugin, "v9", "example.com/src", "arm64")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,20 +208,51 @@ func main() {
 }
 `
 
+// fakePlugin is a static program that answers version as kubectl-ptp
+// does.
+const fakePlugin = `package main
+
+import (
+	"fmt"
+	"os"
+)
+
+var version = "dev"
+
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == "version" {
+		fmt.Println("kubectl-ptp", version)
+	}
+}
+`
+
 // staticBinaries builds fakeController with version linked in, static, for
 // each of the image's architectures.
 func staticBinaries(t *testing.T, version string) map[string]string {
+	t.Helper()
+	return staticBuild(t, "podtoip-controller", fakeController, version)
+}
+
+// staticPlugins builds fakePlugin as staticBinaries does fakeController.
+func staticPlugins(t *testing.T, version string) map[string]string {
+	t.Helper()
+	return staticBuild(t, "kubectl-ptp", fakePlugin, version)
+}
+
+// staticBuild builds the program source as name, static, with version
+// linked in, for each of the image's architectures.
+func staticBuild(t *testing.T, name, source, version string) map[string]string {
 	t.Helper()
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module fake\n\ngo 1.26\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(fakeController), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(source), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
 	for _, arch := range imageArchs {
-		path := filepath.Join(t.TempDir(), "podtoip-controller")
+		path := filepath.Join(t.TempDir(), name)
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version="+version, "-o", path, ".")
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
@@ -231,13 +266,14 @@ func staticBinaries(t *testing.T, version string) map[string]string {
 
 // TestBuildAndVerify builds the image index from static binaries of both
 // architectures and verifies it as make image does: both images, their
-// platform, entrypoint, user, files, the ELF machine of each binary, and
-// the --version of this machine's.
+// platform, entrypoint, user, files, the ELF machine of each binary, the
+// controller's and the plugin's, and the --version of this machine's
+// controller and the version of its plugin.
 func TestBuildAndVerify(t *testing.T) {
-	binaries := staticBinaries(t, "v9.8.7")
+	binaries, plugins := staticBinaries(t, "v9.8.7"), staticPlugins(t, "v9.8.7")
 	dir := filepath.Join(t.TempDir(), "image")
 	var w bytes.Buffer
-	if err := build(&w, binaries, "v9.8.7", "example.com/src", dir, "podtoip-controller:v9.8.7"); err != nil {
+	if err := build(&w, binaries, plugins, "v9.8.7", "example.com/src", dir, "podtoip-controller:v9.8.7"); err != nil {
 		t.Fatal(err)
 	}
 	w.Reset()
@@ -248,6 +284,8 @@ func TestBuildAndVerify(t *testing.T) {
 	for _, want := range []string{
 		"linux/amd64: sha256:", "static ELF for EM_X86_64", "linux/arm64: sha256:", "static ELF for EM_AARCH64",
 		`entrypoint ["/podtoip-controller"]`, "user 65532:65532", "--version: podtoip-controller v9.8.7", "version:    v9.8.7",
+		"/kubectl-ptp: static ELF for EM_X86_64", "/kubectl-ptp: static ELF for EM_AARCH64", "version: kubectl-ptp v9.8.7",
+		"files:      /etc/ /etc/group /etc/passwd /home/ /home/nonroot/ /kubectl-ptp /podtoip-controller /tmp/",
 	} {
 		if !strings.Contains(w.String(), want) {
 			t.Errorf("verify did not report %q", want)
@@ -273,18 +311,78 @@ func TestBuildAndVerify(t *testing.T) {
 		}
 	}
 
-	// A binary for the other architecture is refused.
+	// A binary for the other architecture is refused, the controller's
+	// or the plugin's.
 	swapped := map[string]string{"amd64": binaries["arm64"], "arm64": binaries["amd64"]}
-	if err := build(&w, swapped, "v9.8.7", "example.com/src", filepath.Join(t.TempDir(), "image"), "podtoip-controller:v9.8.7"); err == nil ||
+	if err := build(&w, swapped, plugins, "v9.8.7", "example.com/src", filepath.Join(t.TempDir(), "image"), "podtoip-controller:v9.8.7"); err == nil ||
 		!strings.Contains(err.Error(), "want ELFCLASS64 EM_X86_64 (amd64)") {
 		t.Errorf("an arm64 binary was accepted for amd64: %v", err)
+	}
+	swapped = map[string]string{"amd64": plugins["amd64"], "arm64": plugins["amd64"]}
+	if err := build(&w, binaries, swapped, "v9.8.7", "example.com/src", filepath.Join(t.TempDir(), "image"), "podtoip-controller:v9.8.7"); err == nil ||
+		!strings.Contains(err.Error(), "want ELFCLASS64 EM_AARCH64 (arm64)") {
+		t.Errorf("an amd64 plugin was accepted for arm64: %v", err)
+	}
+	// The plugin must be a binary for the image: not a script.
+	script := filepath.Join(t.TempDir(), "kubectl-ptp")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho kubectl-ptp v9.8.7\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := build(&w, binaries, map[string]string{"amd64": script, "arm64": plugins["arm64"]}, "v9.8.7", "example.com/src", filepath.Join(t.TempDir(), "image"), "podtoip-controller:v9.8.7"); err == nil ||
+		!strings.Contains(err.Error(), "not an ELF binary") {
+		t.Errorf("a script was accepted as the amd64 plugin: %v", err)
+	}
+}
+
+// TestVerifyRefusesAPluginOfAnotherVersion: the plugin in the image is run
+// with version, and one of another build than the controller is refused:
+// it would read the history of another version.
+func TestVerifyRefusesAPluginOfAnotherVersion(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "image")
+	if err := build(io.Discard, staticBinaries(t, "v9.8.7"), staticPlugins(t, "v1.0.0"), "v9.8.7", "example.com/src", dir, "podtoip-controller:v9.8.7"); err != nil {
+		t.Fatal(err)
+	}
+	err := verify(io.Discard, dir)
+	if err == nil || !strings.Contains(err.Error(), `/kubectl-ptp version printed "kubectl-ptp v1.0.0", but the image's org.opencontainers.image.version label says "v9.8.7"`) {
+		t.Errorf("an image whose plugin is of another version passed: %v", err)
+	}
+}
+
+// TestVerifyRefusesAnImageWithoutThePlugin: an image as make image built
+// it before the plugin was in it is refused, naming what is missing.
+func TestVerifyRefusesAnImageWithoutThePlugin(t *testing.T) {
+	img, err := buildImage([]byte("bin"), []byte("plugin"), "v9", "s", "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarBytes, err := layerTar(slices.DeleteFunc(layerFiles([]byte("bin"), nil), func(f file) bool { return f.name == pluginName }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(tarBytes)), nil }, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := mutate.Append(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON), mutate.Addendum{Layer: layer, MediaType: types.OCILayer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old, err = mutate.ConfigFile(old, cf); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := checkFiles(old); err == nil || !strings.Contains(err.Error(), "missing from the image: /kubectl-ptp") {
+		t.Errorf("an image without the plugin passed: %v", err)
 	}
 }
 
 // TestVerifyRefusesASinglePlatformImage: a layout of one image (what
 // make image wrote before the image had two platforms) is refused.
 func TestVerifyRefusesASinglePlatformImage(t *testing.T) {
-	img, err := buildImage([]byte("bin"), "v9", "s", "amd64")
+	img, err := buildImage([]byte("bin"), []byte("plugin"), "v9", "s", "amd64")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,13 @@ func renderObjects(t *testing.T, set string) map[string]map[string]any {
 // install -n ns; "": podtoip-system).
 func renderObjectsIn(t *testing.T, ns, set string) map[string]map[string]any {
 	t.Helper()
-	r, err := helmchart.RenderWith(chartDir, helmchart.Options{Namespace: ns, Set: set})
+	return renderObjectsFrom(t, chartDir, ns, set)
+}
+
+// renderObjectsFrom is renderObjectsIn for the chart in dir.
+func renderObjectsFrom(t *testing.T, dir, ns, set string) map[string]map[string]any {
+	t.Helper()
+	r, err := helmchart.RenderWith(dir, helmchart.Options{Namespace: ns, Set: set})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,18 +388,169 @@ func TestChartLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, set := range []string{"", "metrics.secure=false,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,workers=8,historyRetention=1h"} {
+	for _, tc := range []struct{ dir, set string }{
+		{chartDir, ""},
+		{chartDir, "metrics.secure=false,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,workers=8,historyRetention=1h"},
+		{generatedChart(t), "export.enabled=true,export.clusterName=prod-eu,export.format=csv,export.storage.storageClassName=fast"},
+	} {
+		set := tc.set
 		vals := map[string]any{}
 		if err := strvals.ParseInto(set, vals); err != nil {
 			t.Fatal(err)
 		}
-		l := lint.AllWithKubeVersion(chartDir, vals, "default", kube)
+		l := lint.AllWithKubeVersion(tc.dir, vals, "default", kube)
 		for _, m := range l.Messages {
 			if m.Severity >= support.WarningSev {
 				t.Errorf("helm lint (values %q): %s", set, m)
 			} else {
 				t.Logf("helm lint (values %q): %s", set, m)
 			}
+		}
+	}
+}
+
+// generatedChart writes the chart `make chart` generates from artifacts/
+// now into a directory of the test's and returns it: the tests of a value
+// the generator has just learned need not wait for the checked-in chart
+// (TestChartUpToDate says when that is behind).
+func generatedChart(t *testing.T) string {
+	t.Helper()
+	files, err := chartFiles(artifactsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "podtoip-controller")
+	if err := writeChart(dir, files); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// exportObjects returns the objects of objs labelled as the export
+// component's.
+func exportObjects(objs map[string]map[string]any) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for k, o := range objs {
+		if isExport(o) {
+			out[k] = o
+		}
+	}
+	return out
+}
+
+// withCluster returns objs, as kustomize renders the export component,
+// with the cluster's name written into the CronJob as the chart does,
+// where an overlay's ConfigMap gives it to the component.
+func withCluster(t *testing.T, objs map[string]map[string]any, ns, cluster string) map[string]map[string]any {
+	t.Helper()
+	cj := objs["CronJob "+ns+"/podtoip-export"]
+	if cj == nil {
+		t.Fatalf("kustomize renders no CronJob %s/podtoip-export", ns)
+	}
+	c, err := exportContainer(cj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c["env"] = []any{map[string]any{"name": exportClusterEnv, "value": cluster}}
+	return objs
+}
+
+// TestChartExport: export.enabled renders the objects of artifacts/export
+// (the CronJob, its ServiceAccount, ClusterRole and ClusterRoleBinding,
+// the PersistentVolumeClaim and the NetworkPolicy) as kustomize does,
+// with the cluster's name the value sets; in another namespace, the
+// binding names the ServiceAccount there. Every export value takes effect
+// and changes nothing else. Off (the default), none of them is rendered;
+// on without a cluster name, the chart refuses to render.
+func TestChartExport(t *testing.T) {
+	dir := generatedChart(t)
+	base := kustomizeObjects(t, kustomize.Overlay{})
+
+	got := renderObjectsFrom(t, dir, "", "export.enabled=true,export.clusterName=prod-eu")
+	want := withoutNamespaceObject(kustomizeObjects(t, kustomize.Overlay{Components: []string{"export"}}))
+	withCluster(t, want, "podtoip-system", "prod-eu")
+	sameObjects(t, got, want)
+	exported := exportObjects(got)
+	for _, k := range []string{"CronJob podtoip-system/podtoip-export", "ServiceAccount podtoip-system/podtoip-export",
+		"ClusterRole <nil>/podtoip-export", "ClusterRoleBinding <nil>/podtoip-export", "PersistentVolumeClaim podtoip-system/podtoip-export",
+		"NetworkPolicy podtoip-system/podtoip-export"} {
+		if exported[k] == nil {
+			t.Errorf("export.enabled=true renders no %s; it renders %v", k, slices.Sorted(maps.Keys(exported)))
+		}
+	}
+	for k := range base {
+		if isExport(base[k]) {
+			t.Errorf("artifacts/ without the component renders the export's %s", k)
+		}
+	}
+
+	got = renderObjectsFrom(t, dir, "infra", "export.enabled=true,export.clusterName=prod-eu")
+	want = inNamespace(t, "infra", false)
+	for k, o := range exportObjects(kustomizeObjects(t, kustomize.Overlay{Namespace: "infra", Components: []string{"export"}})) {
+		want[k] = o
+	}
+	withCluster(t, want, "infra", "prod-eu")
+	sameObjects(t, got, want)
+	notNaming(t, got, "podtoip-system")
+
+	// Every value.
+	got = renderObjectsFrom(t, dir, "", strings.Join([]string{
+		"export.enabled=true", "export.clusterName=arn:aws:eks:eu-west-1:1:cluster/prod", "export.schedule=17 */2 * * *",
+		"export.format=csv", "export.storage.size=5Gi", "export.storage.storageClassName=fast",
+		"export.resources.requests.cpu=100m", "export.resources.limits.memory=1Gi",
+		"image.repository=registry.example:5000/podtoip-controller", "image.tag=v9.9.9",
+	}, ","))
+	want = withoutNamespaceObject(kustomizeObjects(t, kustomize.Overlay{Components: []string{"export"}}))
+	withCluster(t, want, "podtoip-system", "arn:aws:eks:eu-west-1:1:cluster/prod")
+	cj := want["CronJob podtoip-system/podtoip-export"]
+	cj["spec"].(map[string]any)["schedule"] = "17 */2 * * *"
+	c, err := exportContainer(cj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c["image"] = "registry.example:5000/podtoip-controller:v9.9.9"
+	c["args"] = []any{"export", "-o", "csv", "--dir", "/export", "--state", "/export/state.json", "--cluster-name", "$(CLUSTER_NAME)"}
+	c["resources"] = map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "64Mi"}, "limits": map[string]any{"memory": "1Gi"}}
+	pvc := want["PersistentVolumeClaim podtoip-system/podtoip-export"]["spec"].(map[string]any)
+	pvc["resources"] = map[string]any{"requests": map[string]any{"storage": "5Gi"}}
+	pvc["storageClassName"] = "fast"
+	dep := want["Deployment podtoip-system/podtoip-controller"]
+	dep["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"] = "registry.example:5000/podtoip-controller:v9.9.9"
+	sameObjects(t, got, want)
+
+	// Off: nothing of the export, whatever else is set.
+	for _, set := range []string{"", "export.enabled=false,export.clusterName=prod-eu", "export.clusterName=prod-eu,metrics.serviceMonitor.enabled=true"} {
+		if e := exportObjects(renderObjectsFrom(t, dir, "", set)); len(e) != 0 {
+			t.Errorf("values %q render the export's %v", set, slices.Sorted(maps.Keys(e)))
+		}
+	}
+
+	// On without a cluster name, or with a value of the wrong shape: refused.
+	for _, tc := range []struct{ set, want string }{
+		{"export.enabled=true", "export.clusterName is required with export.enabled"},
+		{"export.enabled=true,export.clusterName=", "export.clusterName is required with export.enabled"},
+		{"export.enabled=true,export.clusterName=x,export.format=xml", "format"},
+		{"export.enabled=true,export.clusterName=x,export.storage.size=lots", "size"},
+		{"export.enabled=true,export.clusterName=x,export.schedule=", "schedule"},
+		{"export.enable=true", "enable"},
+	} {
+		_, err := helmchart.RenderWith(dir, helmchart.Options{Set: tc.set})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %q: %v, want an error naming %q", tc.set, err, tc.want)
+		}
+	}
+}
+
+// TestChartExportNotes: with the export on, what helm install prints
+// names the CronJob and how to run it once.
+func TestChartExportNotes(t *testing.T) {
+	r, err := helmchart.RenderWith(generatedChart(t), helmchart.Options{Namespace: "infra", Set: "export.enabled=true,export.clusterName=prod-eu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"CronJob podtoip-export (@hourly)", "kubectl -n infra create job --from=cronjob/podtoip-export podtoip-export-first"} {
+		if !strings.Contains(r.Notes, w) {
+			t.Errorf("NOTES.txt does not say %q:\n%s", w, r.Notes)
 		}
 	}
 }

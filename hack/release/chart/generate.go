@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,10 +18,10 @@ import (
 )
 
 // The chart is generated, never edited: `make chart` renders artifacts/
-// (and the monitoring component) with kustomize and turns each object into
-// a template. What the values change is marked in the objects with tokens
-// before they are written as YAML, and the tokens are then replaced by
-// template code:
+// (and the monitoring and export components) with kustomize and turns each
+// object into a template. What the values change is marked in the objects
+// with tokens before they are written as YAML, and the tokens are then
+// replaced by template code:
 //
 //   - a scalar token, '@@NAME@@', by the expression scalars[NAME];
 //   - a line token, a list item '@@line:NAME@@' or a key zzzline-NAME (YAML's
@@ -57,6 +58,14 @@ var scalars = map[string]string{
 	"replicas": "{{ .Values.replicas }}",
 	"image":    `{{ printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) | quote }}`,
 	"scheme":   `{{ ternary "https" "http" .Values.metrics.secure }}`,
+	// The export CronJob's (artifacts/export). Its cluster name comes from
+	// a ConfigMap an overlay makes; the chart writes the value into the
+	// CronJob instead, and refuses to render without one, as the pods
+	// would refuse to start without the ConfigMap.
+	"exportschedule": "{{ .Values.export.schedule | quote }}",
+	"exportformat":   "{{ .Values.export.format | quote }}",
+	"exportcluster":  `{{ required "export.clusterName is required with export.enabled: the cluster column of the export, and part of its files' names (the state file is tied to it)" .Values.export.clusterName | quote }}`,
+	"exportsize":     "{{ .Values.export.storage.size | quote }}",
 }
 
 // certManagerArgs are the flags the cert-manager component adds to the
@@ -70,6 +79,18 @@ var lines = map[string]func(indent string) string{
 	},
 	"resources": func(indent string) string {
 		return fmt.Sprintf("%sresources:\n%s  {{- toYaml .Values.resources | nindent %d }}", indent, indent, len(indent)+2)
+	},
+	"exportresources": func(indent string) string {
+		return fmt.Sprintf("%sresources:\n%s  {{- toYaml .Values.export.resources | nindent %d }}", indent, indent, len(indent)+2)
+	},
+	// The claim's class only when set: without one, the cluster's default
+	// class provisions it, as with the component.
+	"storageclass": func(indent string) string {
+		return strings.Join([]string{
+			"{{- with .Values.export.storage.storageClassName }}",
+			indent + "storageClassName: {{ . | quote }}",
+			"{{- end }}",
+		}, "\n")
 	},
 	// The flags the values set, after the manifests' own; each only when
 	// set, so that the defaults render artifacts/ exactly.
@@ -119,6 +140,18 @@ var (
 	certManagerKinds = []string{"Issuer", "Certificate"}
 )
 
+// The export component's objects (artifacts/export) carry the label
+// componentLabel=exportComponent; the chart keeps each only when
+// exportCondition holds.
+const (
+	componentLabel  = "app.kubernetes.io/component"
+	exportComponent = "export"
+	exportCondition = ".Values.export.enabled"
+	// exportClusterEnv is the export container's variable that names the
+	// cluster, from the ConfigMap an overlay makes.
+	exportClusterEnv = "CLUSTER_NAME"
+)
+
 // header starts every generated file; templateHeader every template, as a
 // template comment, which renders to nothing.
 const (
@@ -141,7 +174,27 @@ func chartFiles(artifactsDir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	withExport, err := kustomize.Objects(artifactsDir, kustomize.Overlay{Components: []string{"export"}})
+	if err != nil {
+		return nil, err
+	}
 	objs := slices.Clone(base)
+	var cronJob, claim map[string]any
+	for _, o := range withExport {
+		if !isExport(o) {
+			continue
+		}
+		objs = append(objs, o)
+		switch kind(o) {
+		case "CronJob":
+			cronJob = o
+		case "PersistentVolumeClaim":
+			claim = o
+		}
+	}
+	if cronJob == nil || claim == nil {
+		return nil, fmt.Errorf("the export component of %s renders no CronJob or PersistentVolumeClaim labelled %s=%s", artifactsDir, componentLabel, exportComponent)
+	}
 	for _, o := range withMonitoring {
 		if slices.Contains(monitoringKinds, kind(o)) {
 			objs = append(objs, o)
@@ -188,7 +241,7 @@ func chartFiles(artifactsDir string) (map[string][]byte, error) {
 	if deployment == nil {
 		return nil, fmt.Errorf("%s renders no Deployment", artifactsDir)
 	}
-	values, err := valuesFile(deployment)
+	values, err := valuesFile(deployment, cronJob, claim)
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +333,45 @@ func image(deployment map[string]any) string {
 
 func kind(o map[string]any) string { s, _ := o["kind"].(string); return s }
 
+// isExport reports whether o is one of the export component's objects.
+func isExport(o map[string]any) bool {
+	meta, _ := o["metadata"].(map[string]any)
+	labels, _ := meta["labels"].(map[string]any)
+	return labels[componentLabel] == exportComponent
+}
+
+// exportContainer is the export CronJob's one container; exportPod its pod
+// spec.
+func exportContainer(cronJob map[string]any) (map[string]any, error) {
+	containers, _ := exportPod(cronJob)["containers"].([]any)
+	if len(containers) != 1 {
+		return nil, fmt.Errorf("the export CronJob has %d containers, the chart expects 1", len(containers))
+	}
+	return containers[0].(map[string]any), nil
+}
+
+func exportPod(cronJob map[string]any) map[string]any {
+	job := cronJob["spec"].(map[string]any)["jobTemplate"].(map[string]any)["spec"].(map[string]any)
+	return job["template"].(map[string]any)["spec"].(map[string]any)
+}
+
+// exportFormat returns the index of the value of -o in args.
+func exportFormat(args []any) (int, error) {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "-o" {
+			return i + 1, nil
+		}
+	}
+	return 0, fmt.Errorf("the export CronJob's args %v have no -o FORMAT", args)
+}
+
+// exportStorage is the export claim's requested size, as a map to set it in.
+func exportStorage(claim map[string]any) map[string]any {
+	r, _ := claim["spec"].(map[string]any)["resources"].(map[string]any)
+	req, _ := r["requests"].(map[string]any)
+	return req
+}
+
 func name(o map[string]any) string {
 	m, _ := o["metadata"].(map[string]any)
 	s, _ := m["name"].(string)
@@ -320,6 +412,20 @@ func objectTemplate(o map[string]any) (string, []byte, error) {
 		}
 		delete(c, "resources")
 		c["zzzline-resources"] = ""
+	case "CronJob":
+		if err := templateCronJob(o); err != nil {
+			return "", nil, err
+		}
+	case "PersistentVolumeClaim":
+		req := exportStorage(o)
+		if req == nil || req["storage"] == nil {
+			return "", nil, fmt.Errorf("the export's PersistentVolumeClaim requests no storage for the chart's default")
+		}
+		if _, ok := o["spec"].(map[string]any)["storageClassName"]; ok {
+			return "", nil, fmt.Errorf("the export's PersistentVolumeClaim names a storage class; the chart sets it from export.storage.storageClassName only")
+		}
+		req["storage"] = "@@exportsize@@"
+		o["spec"].(map[string]any)["zzzline-storageclass"] = ""
 	case "ServiceMonitor":
 		for _, e := range o["spec"].(map[string]any)["endpoints"].([]any) {
 			e := e.(map[string]any)
@@ -348,8 +454,47 @@ func objectTemplate(o map[string]any) (string, []byte, error) {
 	if cond, ok := objectConditions[kind(o)]; ok {
 		text = "{{- if " + cond + " }}\n" + text + "{{- end }}\n"
 	}
+	if isExport(o) {
+		text = "{{- if " + exportCondition + " }}\n" + text + "{{- end }}\n"
+	}
 	file := fmt.Sprintf("templates/%s-%s.yaml", strings.ToLower(kind(o)), name(o))
 	return file, []byte(templateHeader + text), nil
+}
+
+// templateCronJob marks what the export.* values set in the export
+// CronJob: the schedule, the image (the controller's), the format, the
+// cluster's name and the resources.
+func templateCronJob(o map[string]any) error {
+	o["spec"].(map[string]any)["schedule"] = "@@exportschedule@@"
+	c, err := exportContainer(o)
+	if err != nil {
+		return err
+	}
+	c["image"] = "@@image@@"
+	args, _ := c["args"].([]any)
+	i, err := exportFormat(args)
+	if err != nil {
+		return err
+	}
+	args[i] = "@@exportformat@@"
+	set := false
+	for _, e := range c["env"].([]any) {
+		e := e.(map[string]any)
+		if e["name"] == exportClusterEnv {
+			delete(e, "valueFrom")
+			e["value"] = "@@exportcluster@@"
+			set = true
+		}
+	}
+	if !set {
+		return fmt.Errorf("the export CronJob's container has no variable %s for the cluster's name", exportClusterEnv)
+	}
+	if _, ok := c["resources"]; !ok {
+		return fmt.Errorf("the export CronJob's container has no resources for the chart's default")
+	}
+	delete(c, "resources")
+	c["zzzline-exportresources"] = ""
+	return nil
 }
 
 var (
@@ -425,8 +570,9 @@ func deepCopy(o map[string]any) map[string]any {
 	return c
 }
 
-// valuesFile writes values.yaml, whose defaults are what artifacts/ says.
-func valuesFile(deployment map[string]any) ([]byte, error) {
+// valuesFile writes values.yaml, whose defaults are what artifacts/ says,
+// and artifacts/export for the export's.
+func valuesFile(deployment, cronJob, claim map[string]any) ([]byte, error) {
 	spec := deployment["spec"].(map[string]any)
 	c := spec["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 	repo, _, ok := strings.Cut(image(deployment), ":")
@@ -437,11 +583,31 @@ func valuesFile(deployment map[string]any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	ec, err := exportContainer(cronJob)
+	if err != nil {
+		return nil, err
+	}
+	exportResources, err := yaml.Marshal(ec["resources"])
+	if err != nil {
+		return nil, err
+	}
+	args, _ := ec["args"].([]any)
+	i, err := exportFormat(args)
+	if err != nil {
+		return nil, err
+	}
+	// Quoted as JSON, which YAML reads: "@hourly" starts with a
+	// character YAML reserves.
+	quote := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	var b bytes.Buffer
 	err = template.Must(template.New("values").Parse(valuesYAML)).Execute(&b, map[string]any{
-		"Replicas":  spec["replicas"],
-		"Image":     repo,
-		"Resources": indent(string(resources), "  "),
+		"Replicas":        spec["replicas"],
+		"Image":           repo,
+		"Resources":       indent(string(resources), "  "),
+		"ExportSchedule":  quote(cronJob["spec"].(map[string]any)["schedule"]),
+		"ExportFormat":    args[i],
+		"ExportSize":      quote(exportStorage(claim)["storage"]),
+		"ExportResources": indent(string(exportResources), "    "),
 	})
 	return append([]byte(header), b.Bytes()...), err
 }
@@ -570,6 +736,30 @@ policy:
   # PodToIps and the history (docs/operations.md, "The admission policy").
   # Off, anyone RBAC lets write them can forge the answers.
   enabled: true
+
+# kubectl ptp export run in the cluster as a CronJob, as the component
+# artifacts/export does (docs/export.md): the history as files on a
+# PersistentVolumeClaim, each hold in exactly one run's files, for you to
+# ship to object storage. It runs the image's /kubectl-ptp as a
+# ServiceAccount of its own that may only read the history.
+export:
+  enabled: false
+  # The cluster column of the files, and part of their names; required
+  # when enabled. The state file is tied to it: keep it once set.
+  clusterName: ""
+  # When it runs (a CronJob schedule). Runs must be less than
+  # historyRetention apart.
+  schedule: {{ .ExportSchedule }}
+  # parquet, csv or jsonl.
+  format: {{ .ExportFormat }}
+  storage:
+    # The claim's size: for the files written between two shipments
+    # (docs/export.md, "Storage").
+    size: {{ .ExportSize }}
+    # Empty: the cluster's default storage class.
+    storageClassName: ""
+  resources:
+{{ .ExportResources }}
 `
 
 // valuesSchema is values.schema.json: helm install, upgrade, lint and
@@ -624,7 +814,33 @@ const valuesSchema = `{
         "prometheusRule": {"type": "object", "additionalProperties": false, "properties": {"enabled": {"type": "boolean"}}}
       }
     },
-    "policy": {"type": "object", "additionalProperties": false, "properties": {"enabled": {"type": "boolean"}}}
+    "policy": {"type": "object", "additionalProperties": false, "properties": {"enabled": {"type": "boolean"}}},
+    "export": {
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "enabled": {"type": "boolean"},
+        "clusterName": {"description": "The export's cluster column and part of its files' names; required with enabled.", "type": "string"},
+        "schedule": {"description": "A CronJob schedule: five fields, or a macro such as @hourly.", "type": "string", "minLength": 1},
+        "format": {"enum": ["parquet", "csv", "jsonl"]},
+        "storage": {
+          "type": "object",
+          "additionalProperties": false,
+          "properties": {
+            "size": {"description": "A quantity: 1Gi, 500Mi.", "type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"},
+            "storageClassName": {"type": "string"}
+          }
+        },
+        "resources": {
+          "type": "object",
+          "additionalProperties": false,
+          "properties": {
+            "requests": {"type": "object", "additionalProperties": {"type": ["string", "number"]}},
+            "limits": {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
+          }
+        }
+      }
+    }
   }
 }
 `
@@ -657,6 +873,14 @@ Operator), or alert on podtoip_admission_policy_bound == 0 yourself.
 NOTE: the ServiceMonitor skips TLS verification of the controller's
 self-signed certificate; metrics.certManager.enabled=true makes it verify
 a certificate from cert-manager.
+{{- end }}
+{{- if .Values.export.enabled }}
+
+The history is exported by the CronJob podtoip-export ({{ .Values.export.schedule }})
+into the PersistentVolumeClaim podtoip-export; ship the files to object
+storage as docs/export.md shows. A first run now:
+
+  kubectl -n {{ $ns }} create job --from=cronjob/podtoip-export podtoip-export-first
 {{- end }}
 {{- if not .Values.createNamespace }}
 
