@@ -381,7 +381,7 @@ func (h *Historian) bound(rv string) time.Time {
 	proven := h.sawUntil
 	h.mu.Unlock()
 	if logger := klog.Background().V(5); logger.Enabled() {
-		logger.Info("A pod change's earliest time", "resourceVersion", rv, "afterRead", after, "provenUntil", proven, "seen", h.late())
+		logger.Info("A pod change's earliest time", "resourceVersion", rv, "afterRead", after, "sawUntil", proven, "seen", h.late())
 	}
 	if after.Before(proven) {
 		after = proven
