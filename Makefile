@@ -99,7 +99,14 @@ $(KWOK_STAGES): hack/tools/kwok/go.mod hack/tools/kwok/go.sum
 	@echo ">> wrote $@ from kwok's stages: $(KWOK_STAGE_FILES)"
 
 .PHONY: test
-test: test-unit test-fuzz test-image test-release test-e2e ## Run all tests: unit tests, a short fuzz run, the image check, the release and Helm chart checks, then the end-to-end and fault suites against a real API server.
+test: test-unit test-fuzz test-image test-release test-sql test-e2e ## Run all tests: unit tests, a short fuzz run, the image check, the release and Helm chart checks, the SQL of docs/sql against enrich, then the end-to-end and fault suites against a real API server.
+
+# test-sql runs docs/sql/duckdb.sql with DuckDB (cgo: its module brings a
+# prebuilt library) on exports of a synthetic history, and compares every
+# answer with kubectl ptp enrich's on the same files (hack/sqlcheck).
+.PHONY: test-sql
+test-sql: ## Check that docs/sql/duckdb.sql answers as kubectl ptp enrich, record by record (DuckDB through cgo; about a minute).
+	cd hack/sqlcheck && CGO_ENABLED=1 $(GO) test -count=1 ./...
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (race detector on).
@@ -239,6 +246,7 @@ vet: ## Run go vet and gofmt checks on all modules.
 	cd hack/image && $(GO) vet ./...
 	cd hack/benchplot && $(GO) vet ./...
 	cd hack/release && $(GO) vet ./...
+	cd hack/sqlcheck && CGO_ENABLED=1 $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 
 .PHONY: clean

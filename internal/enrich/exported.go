@@ -80,7 +80,10 @@ func (b *Builder) AddExportedGap(r *export.Gap) {
 		g.to = r.Until.UnixNano()
 	}
 	if r.Reason == export.GapOpen {
-		e.open = append(e.open, openGap{span: g, uid: types.UID(r.PodUID)})
+		if b.ix.namespace == "" || r.Namespace == b.ix.namespace {
+			// Another namespace's pod: its hold is not asked about either.
+			e.open = append(e.open, openGap{span: g, uid: types.UID(r.PodUID)})
+		}
 		return
 	}
 	e.gaps = append(e.gaps, g)

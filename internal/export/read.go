@@ -168,7 +168,7 @@ func readJSONLines(f io.Reader, gzipped bool, rows Rows) error {
 			}
 		case TableGaps:
 			if rows.Gap != nil {
-				rows.Gap(&Gap{Cluster: l.Cluster, Address: l.Address, From: l.From, Until: l.Until, Reason: l.Reason, PodUID: l.PodUID})
+				rows.Gap(&Gap{Cluster: l.Cluster, Address: l.Address, From: l.From, Until: l.Until, Reason: l.Reason, PodUID: l.PodUID, Namespace: l.Namespace})
 			}
 		default:
 			return fmt.Errorf("line %d: table %q: want %s, %s or %s", n, l.Table, TableHolds, TableCoverage, TableGaps)

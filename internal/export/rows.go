@@ -63,14 +63,17 @@ type Coverage struct {
 // hold an incremental run does not write yet, as it had not ended
 // ("open"). A join that finds no hold of an address at a time in a gap
 // must not say "nobody". An open gap is void once a hold of its pod and
-// address spans it: a later run wrote that hold when it ended.
+// address spans it: a later run wrote that hold when it ended. It names
+// the pod's namespace: a question about another namespace's pods (-n)
+// leaves it out, as the cluster leaves out that pod's hold.
 type Gap struct {
-	Cluster string     `parquet:"cluster,dict" json:"cluster"`
-	Address string     `parquet:"address" json:"address"`
-	From    time.Time  `parquet:"from,timestamp(millisecond)" json:"from"`
-	Until   *time.Time `parquet:"until,optional,timestamp(millisecond)" json:"until"`
-	Reason  string     `parquet:"reason,dict" json:"reason"`
-	PodUID  string     `parquet:"podUID,optional" json:"podUID,omitempty"`
+	Cluster   string     `parquet:"cluster,dict" json:"cluster"`
+	Address   string     `parquet:"address" json:"address"`
+	From      time.Time  `parquet:"from,timestamp(millisecond)" json:"from"`
+	Until     *time.Time `parquet:"until,optional,timestamp(millisecond)" json:"until"`
+	Reason    string     `parquet:"reason,dict" json:"reason"`
+	PodUID    string     `parquet:"podUID,optional" json:"podUID,omitempty"`
+	Namespace string     `parquet:"namespace,optional,dict" json:"namespace,omitempty"`
 }
 
 // The reasons of a Gap.
@@ -125,19 +128,19 @@ func Holds(cluster string, h *history.IPHistory, w Window) []Hold {
 // the window's last instant, which its coverage rows vouch for, is in it.
 func Gaps(cluster string, h *history.IPHistory, c *history.IPHistoryCoverage, w Window) []Gap {
 	var out []Gap
-	add := func(from time.Time, until *time.Time, reason, uid string) {
+	add := func(from time.Time, until *time.Time, reason, uid, ns string) {
 		goesOn := w.After != nil && (until == nil || until.After(w.Until))
 		if from, until, ok := w.clip(from, until); ok {
 			if goesOn {
 				u := w.Until.Add(time.Millisecond)
 				until = &u
 			}
-			out = append(out, Gap{Cluster: cluster, Address: h.Address, From: from, Until: until, Reason: reason, PodUID: uid})
+			out = append(out, Gap{Cluster: cluster, Address: h.Address, From: from, Until: until, Reason: reason, PodUID: uid, Namespace: ns})
 		}
 	}
 	if c != nil && len(c.Intervals) > 0 {
 		if start, _ := history.HistoryStart(h, c, time.Time{}); start.After(c.Intervals[0].From.Time) {
-			add(c.Intervals[0].From.Time, &start, GapUnrecorded, "")
+			add(c.Intervals[0].From.Time, &start, GapUnrecorded, "", "")
 		}
 	}
 	if o := h.Overflow; o != nil {
@@ -145,14 +148,14 @@ func Gaps(cluster string, h *history.IPHistory, c *history.IPHistoryCoverage, w 
 		if o.To != nil {
 			until = &o.To.Time
 		}
-		add(o.From.Time, until, GapOverflow, "")
+		add(o.From.Time, until, GapOverflow, "", "")
 	}
 	if w.After != nil {
 		// Holds wait for their end to be written (Holds): until then the
 		// covered time they span is not complete for the address.
 		for _, hold := range h.Holders {
 			if hold.To == nil || hold.To.After(w.Until) {
-				add(hold.From.Time, nil, GapOpen, string(hold.PodUID))
+				add(hold.From.Time, nil, GapOpen, string(hold.PodUID), hold.Namespace)
 			}
 		}
 	}

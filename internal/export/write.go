@@ -93,10 +93,10 @@ func holdCells(h Hold) []string {
 		h.From.Format(TimeLayout), cell(h.To), cell(h.StartedBefore), cell(h.EndedAfter), cell(h.TerminatingSince)}
 }
 
-var gapHeader = []string{"cluster", "address", "from", "until", "reason", "podUID"}
+var gapHeader = []string{"cluster", "address", "from", "until", "reason", "podUID", "namespace"}
 
 func gapCells(g Gap) []string {
-	return []string{g.Cluster, g.Address, g.From.Format(TimeLayout), cell(g.Until), g.Reason, g.PodUID}
+	return []string{g.Cluster, g.Address, g.From.Format(TimeLayout), cell(g.Until), g.Reason, g.PodUID, g.Namespace}
 }
 
 var coverageHeader = []string{"cluster", "scope", "from", "until", "retention"}
