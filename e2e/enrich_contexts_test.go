@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +17,8 @@ import (
 	"example.com/podtoip-controller/e2e/framework"
 )
 
-// TestEnrichContexts runs `kubectl ptp enrich --contexts` as a user with
-// several clusters does. Two contexts name the same API server, so the
+// TestEnrichContexts runs `kubectl ptp enrich --contexts` and `who-had
+// --contexts` as a user with several clusters does. Two contexts name the same API server, so the
 // same pod holds the address in both "clusters" at once: a conflict
 // naming both, as pods of two clusters whose ranges overlap would be. A
 // context whose API server cannot be reached makes every answer at most
@@ -85,6 +86,36 @@ func TestEnrichContexts(t *testing.T) {
 	got, errOut, code = enrich("east,gone")
 	if code != 3 || !strings.Contains(errOut, "gone") || got["src"]["match"] != "uncertain" || got["dst"]["match"] != "not-covered" {
 		t.Errorf("a context that cannot be reached: exit %d, %v, stderr %s; want exit 3 naming it, a uncertain, the other address not covered", code, got, errOut)
+	}
+
+	// who-had --contexts: the holders of each cluster, with theirs.
+	whoHad := func(addr, contexts string, extra ...string) (string, string, int) {
+		t.Helper()
+		return suite.KubectlPTP(t, append([]string{"who-had", addr, "--at", at.UTC().Format(time.RFC3339Nano), "--kubeconfig", kubeconfig,
+			"--contexts", contexts, "-n", ns}, extra...)...)
+	}
+	out, errOut, code := whoHad("10.244.197.1", "east,west")
+	if code != 0 || !regexp.MustCompile(`(?m)^east +`+ns+` +a `).MatchString(out) || !regexp.MustCompile(`(?m)^west +`+ns+` +a `).MatchString(out) ||
+		!strings.Contains(errOut, "a conflict") {
+		t.Errorf("who-had --contexts east,west: exit %d\n%s\nstderr %s; want a in both, and a conflict noted", code, out, errOut)
+	}
+	out, errOut, code = whoHad("10.244.197.99", "east,west", "-o", "json")
+	var res struct {
+		Kind     string `json:"kind"`
+		Clusters []struct {
+			Cluster string `json:"cluster"`
+			WhoHad  *struct {
+				Covered bool `json:"covered"`
+			} `json:"whoHad"`
+		} `json:"clusters"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 1 || res.Kind != "WhoHadClusters" || len(res.Clusters) != 2 ||
+		res.Clusters[1].Cluster != "west" || res.Clusters[1].WhoHad == nil || !res.Clusters[1].WhoHad.Covered {
+		t.Errorf("who-had --contexts of an address nobody held: exit %d (%v)\n%s\nstderr %s; want exit 1 and both clusters covered", code, err, out, errOut)
+	}
+	out, errOut, code = whoHad("10.244.197.1", "east,gone")
+	if code != 3 || !strings.Contains(errOut, "gone") || !regexp.MustCompile(`(?m)^east +`+ns+` +a `).MatchString(out) {
+		t.Errorf("who-had --contexts east,gone: exit %d\n%s\nstderr %s; want east's answer, and exit 3 naming gone", code, out, errOut)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 func newWhoHadCommand(o *options) *cobra.Command {
 	var at string
+	var contexts []string
 	cmd := &cobra.Command{
 		Use:   "who-had ADDRESS --at TIME",
 		Short: "List the pods that held ADDRESS at TIME",
@@ -57,10 +58,11 @@ from, to, endedAfter, startedBefore) with uncertain.
   kubectl ptp who-had fd00::1:7 --at 2h -o yaml`,
 		Args: oneAddress,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.whoHad(cmd.Context(), cmd, args[0], at)
+			return o.whoHad(cmd.Context(), cmd, args[0], at, contexts)
 		},
 	}
 	cmd.Flags().StringVar(&at, "at", "", "The time asked about: "+atHelp+".")
+	cmd.Flags().StringSliceVar(&contexts, "contexts", nil, "Ask the histories of several clusters, the kubeconfig's contexts named (comma-separated): the holders of each, with their cluster; pods of two clusters certain at once are a conflict; nobody only where every cluster vouches; a context that cannot be read exits 3.")
 	return cmd
 }
 
@@ -90,7 +92,7 @@ type whoHadResult struct {
 
 func (r *whoHadResult) DeepCopyObject() runtime.Object { return deepCopy(r) }
 
-func (o *options) whoHad(ctx context.Context, cmd *cobra.Command, arg, atFlag string) error {
+func (o *options) whoHad(ctx context.Context, cmd *cobra.Command, arg, atFlag string, contexts []string) error {
 	a, err := parseAddress(arg)
 	if err != nil {
 		return err
@@ -101,6 +103,9 @@ func (o *options) whoHad(ctx context.Context, cmd *cobra.Command, arg, atFlag st
 	at, err := parseAt(atFlag, o.now())
 	if err != nil {
 		return err
+	}
+	if len(contexts) > 0 {
+		return o.whoHadContexts(ctx, cmd, a, at, contexts)
 	}
 	c, err := o.client(cmd)
 	if err != nil {
