@@ -436,8 +436,57 @@ func (r *truthRun) enrich(qs []framework.TruthQuery) framework.EnrichCounts {
 	}
 	c := r.truth.JudgeEnrichAll(answers)
 	t.Logf("enrich: %d records in %v: %s", len(flows), time.Since(started).Round(100*time.Millisecond), c)
+
+	// The export of the same history: enrich from its files must print
+	// what it prints from the cluster, and DuckDB's join of docs/sql must
+	// give the same columns, over 10,000 records (five windows a
+	// question).
+	var more []framework.TruthFlow
+	for i := range 5 {
+		for _, f := range flows {
+			f.To = f.From.Add(lengths[(i+rng.IntN(len(lengths)))%len(lengths)])
+			more = append(more, f)
+		}
+	}
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	started = time.Now()
+	n, diffs, err := r.sim.ExportAgrees(t.Context(), r.c.Kubeconfig, t.TempDir(), truthSQL(t), filepath.Join(root, "docs", "sql", "duckdb.sql"), more)
+	switch {
+	case err != nil:
+		t.Errorf("export, enrich --history-file and DuckDB: %v", err)
+	case len(diffs) > 0:
+		t.Errorf("seed %d: the export disagrees with the cluster (enrich --history-file) or DuckDB (docs/sql/duckdb.sql) with enrich, e.g.:\n%s", r.seed, strings.Join(diffs, "\n"))
+	default:
+		t.Logf("export: %d records enriched from the cluster and from a Parquet export, and joined by docs/sql/duckdb.sql in DuckDB, in %v: 0 differences", n, time.Since(started).Round(100*time.Millisecond))
+	}
 	return c
 }
+
+// truthSQL builds bin/ptpsql once a test process, which runs the DuckDB
+// join of docs/sql (controlplane.BuildSQL).
+func truthSQL(t *testing.T) string {
+	t.Helper()
+	sqlOnce.Do(func() {
+		root, err := controlplane.RepoRoot()
+		if err == nil {
+			sqlBin, err = controlplane.BuildSQL(root)
+		}
+		sqlErr = err
+	})
+	if sqlErr != nil {
+		t.Fatal(sqlErr)
+	}
+	return sqlBin
+}
+
+var (
+	sqlOnce sync.Once
+	sqlBin  string
+	sqlErr  error
+)
 
 // check fails the run on a wrong answer, on too many uncertain ones, and
 // on a scenario that did not do what it must.

@@ -31,6 +31,21 @@ func BuildPlugin(root string) (string, error) {
 	return build(root, "kubectl-ptp", "./cmd/kubectl-ptp")
 }
 
+// BuildSQL builds bin/ptpsql, which runs docs/sql/duckdb.sql with DuckDB
+// (hack/sqlcheck/cmd/ptpsql): cgo, so it is built apart from the tests,
+// which stay without.
+func BuildSQL(root string) (string, error) {
+	bin := filepath.Join(root, "bin", "ptpsql")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/ptpsql")
+	cmd.Dir = filepath.Join(root, "hack", "sqlcheck")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building %s (DuckDB through cgo: it needs a C and C++ compiler, gcc and g++): %w", bin, err)
+	}
+	return bin, nil
+}
+
 func build(root, name, pkg string) (string, error) {
 	bin := filepath.Join(root, "bin", name)
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {

@@ -253,3 +253,93 @@ func (tr *Truth) JudgeEnrichAll(answers []EnrichAnswer) EnrichCounts {
 	}
 	return c
 }
+
+// ExportAgrees checks the export against the cluster and DuckDB under the
+// truth's history: it exports the history as Parquet, writes flows as an
+// aws-vpc flow log, and enriches it from the cluster and from the export
+// (--history-file), which must print the same, byte for byte; then runs
+// docs/sql/duckdb.sql on the export and the same log (ptpsql), whose five
+// columns for each address must be enrich's. It returns the records
+// compared and the differences (the first ones).
+func (e *Env) ExportAgrees(ctx context.Context, kubeconfig, dir, ptpsql, script string, flows []TruthFlow) (int, []string, error) {
+	exported := filepath.Join(dir, "export")
+	if err := os.MkdirAll(exported, 0o755); err != nil {
+		return 0, nil, err
+	}
+	if out, err := exec.CommandContext(ctx, e.PluginBin, "export", "-o", "parquet", "--dir", exported, "--cluster-name", "truth", "--kubeconfig", kubeconfig).CombinedOutput(); err != nil {
+		return 0, nil, fmt.Errorf("kubectl ptp export: %v: %s", err, out)
+	}
+	var b bytes.Buffer
+	b.WriteString("version account-id interface-id srcaddr dstaddr srcport dstport protocol packets bytes start end action log-status\n")
+	for i, f := range flows {
+		s, end := f.From.Unix(), f.To.Unix()
+		if f.To.After(time.Unix(end, 0)) {
+			end++
+		}
+		fmt.Fprintf(&b, "2 123456789012 eni-%08d %s %s 443 49152 6 10 840 %d %d ACCEPT OK\n", i, f.Src, f.Dst, s, end)
+	}
+	log := filepath.Join(dir, "flows.log")
+	if err := os.WriteFile(log, b.Bytes(), 0o600); err != nil {
+		return 0, nil, err
+	}
+	enrich := func(args ...string) ([]string, error) {
+		cmd := exec.CommandContext(ctx, e.PluginBin, append(append([]string{"enrich", "--skew", "0"}, args...), log)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil && cmd.ProcessState.ExitCode() != 4 {
+			return nil, fmt.Errorf("enrich %v: %v: %s", args, err, errOut.String())
+		}
+		return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"), nil
+	}
+	live, err := enrich("--kubeconfig", kubeconfig)
+	if err != nil {
+		return 0, nil, err
+	}
+	files, err := enrich("--history-file", exported)
+	if err != nil {
+		return 0, nil, err
+	}
+	var diffs []string
+	if len(live) != len(files) {
+		return 0, nil, fmt.Errorf("enrich printed %d lines from the cluster, %d from the export", len(live), len(files))
+	}
+	for i := range live {
+		if live[i] != files[i] && len(diffs) < 20 {
+			diffs = append(diffs, fmt.Sprintf("line %d: from the cluster %q, from the export %q", i+1, live[i], files[i]))
+		}
+	}
+	cmd := exec.CommandContext(ctx, ptpsql, "-sql", script, "-exports", exported, "-flows", log, "-skew", "0s")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return 0, nil, fmt.Errorf("%s: %v: %s", ptpsql, err, errOut.String())
+	}
+	byENI := map[string]map[string]any{}
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var row map[string]any
+		if err := dec.Decode(&row); err != nil {
+			return 0, nil, fmt.Errorf("%s's output: %w", ptpsql, err)
+		}
+		eni, _ := row["interface-id"].(string)
+		byENI[eni] = row
+	}
+	header := strings.Fields(files[0])
+	for _, line := range files[1:] {
+		fields := strings.Fields(line)
+		if len(fields) != len(header) {
+			return 0, nil, fmt.Errorf("enrich's line %q has %d fields, its header %d", line, len(fields), len(header))
+		}
+		row, ok := byENI[fields[2]]
+		if !ok {
+			diffs = append(diffs, "DuckDB has no row for "+fields[2])
+			continue
+		}
+		for i := 14; i < len(header); i++ {
+			if got := fmt.Sprint(row[header[i]]); got != fields[i] && len(diffs) < 20 {
+				diffs = append(diffs, fmt.Sprintf("%s %s: enrich %q, DuckDB %q", fields[2], header[i], fields[i], got))
+			}
+		}
+	}
+	return len(files) - 1, diffs, nil
+}
