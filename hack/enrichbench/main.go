@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"example.com/podtoip-controller/internal/export"
 	"example.com/podtoip-controller/internal/history"
 )
 
@@ -25,13 +26,20 @@ func main() {
 	records := flag.Int("records", 1000000, "flow records")
 	historyFile := flag.String("history", "history.json", "where to write the history")
 	flowsFile := flag.String("flows", "flows.log", "where to write the flow records")
+	exports := flag.String("exports", "", "also write the history as three hourly runs of kubectl ptp export -o parquet into this directory")
 	seed := flag.Uint64("seed", 1, "random seed")
 	flag.Parse()
 	rng := rand.New(rand.NewPCG(*seed, 0))
 	end := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	begin := end.Add(-24 * time.Hour)
-	if err := writeHistory(*historyFile, rng, *addresses, begin, end); err != nil {
+	cov, hs, err := writeHistory(*historyFile, rng, *addresses, begin, end)
+	if err != nil {
 		log.Fatal(err)
+	}
+	if *exports != "" {
+		if err := writeExports(*exports, cov, hs, begin, end); err != nil {
+			log.Fatal(err)
+		}
 	}
 	if err := writeFlows(*flowsFile, rng, *addresses, *records, begin, end); err != nil {
 		log.Fatal(err)
@@ -50,11 +58,12 @@ func mtp(t time.Time) *history.Time {
 // writeHistory writes the coverage (a day with two gaps: a restart and a
 // failover) and then, one per address, an IPHistory of 1 to 8 holds, each
 // pod's start or end sometimes unobserved, the last one sometimes lasting.
-func writeHistory(path string, rng *rand.Rand, n int, begin, end time.Time) error {
+func writeHistory(path string, rng *rand.Rand, n int, begin, end time.Time) (*history.IPHistoryCoverage, []*history.IPHistory, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
+	var hs []*history.IPHistory
 	w := bufio.NewWriter(f)
 	enc := json.NewEncoder(w)
 	cov := history.IPHistoryCoverage{
@@ -69,12 +78,12 @@ func writeHistory(path string, rng *rand.Rand, n int, begin, end time.Time) erro
 	}
 	fmt.Fprint(w, `{"apiVersion":"v1","kind":"List","items":[`)
 	if err := enc.Encode(cov); err != nil {
-		return err
+		return nil, nil, err
 	}
 	for i := range n {
 		h, err := history.New(address(i))
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		h.CreationTimestamp = metav1.NewTime(begin.Add(-time.Hour))
 		t := begin.Add(time.Duration(rng.IntN(3600)) * time.Second)
@@ -99,16 +108,50 @@ func writeHistory(path string, rng *rand.Rand, n int, begin, end time.Time) erro
 			t = t.Add(time.Duration(rng.IntN(120)) * time.Second)
 		}
 		history.Refresh(h)
+		hs = append(hs, h)
 		fmt.Fprint(w, ",")
 		if err := enc.Encode(h); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	fmt.Fprintln(w, `]}`)
 	if err := w.Flush(); err != nil {
+		return nil, nil, err
+	}
+	return &cov, hs, f.Close()
+}
+
+// writeExports writes the history as three runs of an incremental export
+// would, split where the coverage has its gaps (nine files).
+func writeExports(dir string, cov *history.IPHistoryCoverage, hs []*history.IPHistory, begin, end time.Time) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return f.Close()
+	after := time.Time{}
+	for _, until := range []time.Time{begin.Add(8 * time.Hour), begin.Add(17 * time.Hour), end} {
+		a := after
+		w := export.Window{After: &a, Until: until, Absent: begin}
+		out, err := export.NewDirWriter(dir, "parquet", export.FileName("bench", w))
+		if err != nil {
+			return err
+		}
+		if err := out.Coverage(export.Coverages("bench", cov, w)); err != nil {
+			return err
+		}
+		for _, h := range hs {
+			if err := out.Holds(export.Holds("bench", h, w)); err != nil {
+				return err
+			}
+			if err := out.Gaps(export.Gaps("bench", h, cov, w)); err != nil {
+				return err
+			}
+		}
+		if _, err := out.Commit(); err != nil {
+			return err
+		}
+		after = until
+	}
+	return nil
 }
 
 // writeFlows writes records in the default format after its header line,
