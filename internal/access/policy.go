@@ -52,9 +52,9 @@ type Policy struct {
 	// every API group into the binary.
 	informers []cache.SharedIndexInformer
 	policies  admissionlisters.ValidatingAdmissionPolicyLister
-	bindings admissionlisters.ValidatingAdmissionPolicyBindingLister
-	synced   []cache.InformerSynced
-	bound    atomic.Bool
+	bindings  admissionlisters.ValidatingAdmissionPolicyBindingLister
+	synced    []cache.InformerSynced
+	bound     atomic.Bool
 	// shipped are the policies built in; shippedErr says why not (a
 	// broken build), and keeps the policies counted as not in force.
 	shipped    map[string]Shipped
@@ -80,27 +80,9 @@ const policySyncWait = 10 * time.Second
 func NewPolicy(kube kubernetes.Interface, exempt string) *Policy {
 	p := &Policy{was: "unchecked", logger: klog.Background(), exempt: exempt}
 	p.shipped, p.shippedErr = ShippedPolicies()
-	pc, bc := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies(), kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	policies := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = PolicyLabel
-			return pc.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = PolicyLabel
-			return pc.Watch(ctx, o)
-		},
-	}, kube), &admissionv1.ValidatingAdmissionPolicy{}, 0, cache.Indexers{})
-	bindings := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = PolicyLabel
-			return bc.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = PolicyLabel
-			return bc.Watch(ctx, o)
-		},
-	}, kube), &admissionv1.ValidatingAdmissionPolicyBinding{}, 0, cache.Indexers{})
+	api := kube.AdmissionregistrationV1()
+	policies := labelledInformer(kube, api.ValidatingAdmissionPolicies(), &admissionv1.ValidatingAdmissionPolicy{})
+	bindings := labelledInformer(kube, api.ValidatingAdmissionPolicyBindings(), &admissionv1.ValidatingAdmissionPolicyBinding{})
 	p.policies = admissionlisters.NewValidatingAdmissionPolicyLister(policies.GetIndexer())
 	p.bindings = admissionlisters.NewValidatingAdmissionPolicyBindingLister(bindings.GetIndexer())
 	p.informers = []cache.SharedIndexInformer{policies, bindings}
@@ -111,6 +93,24 @@ func NewPolicy(kube kubernetes.Interface, exempt string) *Policy {
 		p.synced = append(p.synced, inf.HasSynced)
 	}
 	return p
+}
+
+// labelledInformer is an informer of the objects client lists and
+// watches that carry PolicyLabel, whatever they are named.
+func labelledInformer[L runtime.Object](kube kubernetes.Interface, client interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}, obj runtime.Object) cache.SharedIndexInformer {
+	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = PolicyLabel
+			return client.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = PolicyLabel
+			return client.Watch(ctx, o)
+		},
+	}, kube), obj, 0, cache.Indexers{})
 }
 
 // Bound reports whether the policies are in force, as last seen.
